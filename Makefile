@@ -1,0 +1,40 @@
+# Every target sets up .venv itself, so a fresh machine needs only python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Every distribution in the repository: the core, the shipped carriers, the kept plugins.
+DISTS := $(patsubst %/pyproject.toml,%,$(wildcard core/pyproject.toml carriers_*/pyproject.toml plugins/*/pyproject.toml))
+PACKAGES := conveyor $(notdir $(wildcard carriers_*/src/conveyor_*))
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DISTS))
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# compat editable mode puts src/ on sys.path through a .pth file, which mypy can follow.
+	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat \
+		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/conveyor doctor
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy $(foreach p,$(PACKAGES),-p $(p))
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
