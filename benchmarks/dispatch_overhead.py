@@ -1,0 +1,94 @@
+"""Per-operation overhead of the core, measured in one run against a plain Python call.
+
+Measures: cached ``resolve_plan``; ``dispatch_op``; ``dispatch_op`` + ``forward`` (preflight:
+options check, plan, capability gate) on a carrier whose operation does no work; the same with
+grad tracking; and a plain Python function call as the unit. Target: dispatch + forward under
+5 us on the 2-core reference machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import conveyor as cv
+from conveyor.policy import enumerate_plans
+
+
+class _NoWorkCarrier(cv.Carrier):
+    """Storage of a fixed size whose operations return a prepared tensor: pure overhead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.result: cv.Tensor | None = None
+
+    def _storage_size(self) -> int:
+        return 4
+
+    def _storage_dtype(self) -> cv.DType:
+        return cv.float32
+
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _NoWork()
+
+
+class _NoWork(cv.Operation):
+    def _forward(self, *inputs: Any, options: Any) -> cv.Tensor:
+        carrier = self._dispatch_carrier
+        assert isinstance(carrier, _NoWorkCarrier) and carrier.result is not None
+        return carrier.result
+
+    def backward(self, gradient: Any) -> tuple[Any, ...]:
+        return (gradient, gradient)
+
+
+cv.register_operation_capabilities(
+    _NoWorkCarrier, [cv.OperationCapability.from_plan(p) for p in enumerate_plans("add")]
+)
+
+
+def _per_call(fn: Callable[[], object], repeat: int = 7, number: int = 20000) -> float:
+    """Best-of-``repeat`` seconds per call."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def _plain(a: object, b: object) -> object:
+    return a
+
+
+def main() -> None:
+    carrier = _NoWorkCarrier()
+    x = cv.Tensor(carrier, cv.Layout((4,)))
+    carrier.result = cv.Tensor(carrier, cv.Layout((4,)))
+    y = cv.Tensor(carrier, cv.Layout((4,)), requires_grad=True)
+    cv.resolve_plan("add", cv.float32, cv.float32)
+
+    rows = [
+        ("plain Python call", _per_call(lambda: _plain(x, x))),
+        ("resolve_plan (cached)", _per_call(lambda: cv.resolve_plan("add", cv.float32, cv.float32))),
+        ("dispatch_op", _per_call(lambda: carrier.dispatch_op("add"))),
+        ("dispatch_op + forward", _per_call(lambda: carrier.dispatch_op("add").forward(x, x))),
+        (
+            "dispatch_op + forward (grad)",
+            _per_call(lambda: carrier.dispatch_op("add").forward(y, x)),
+        ),
+        ("cv.add (public function)", _per_call(lambda: cv.add(x, x))),
+    ]
+    unit = rows[0][1]
+    print(f"{'measurement':<32} {'us/call':>9} {'x plain call':>13}")
+    for name, seconds in rows:
+        print(f"{name:<32} {seconds * 1e6:>9.3f} {seconds / unit:>13.1f}")
+    target = dict(rows)["dispatch_op + forward"] * 1e6
+    verdict = "meets" if target < 5 else "misses"
+    print(f"\ndispatch + forward preflight: {target:.2f} us ({verdict} the 5 us target)")
+
+
+if __name__ == "__main__":
+    main()

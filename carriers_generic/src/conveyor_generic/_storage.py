@@ -1,0 +1,99 @@
+"""NumPy-array storage shared by Generic and CPU: one flat, 64-byte aligned buffer per carrier.
+
+Both shipped carriers keep their slots in a flat NumPy array, so storage access, views and
+results wrapping live here once. The class is a private implementation base: the public,
+closed carriers are ``Generic`` and ``CPU``, and dispatch metadata always names the exact one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import numpy as np
+
+import conveyor as cv
+from conveyor.tensor import Tensor
+
+__all__ = ["ArrayStorage", "aligned_empty", "strided_view"]
+
+_ALIGN = 64
+
+
+def aligned_empty(size: int, np_dtype: np.dtype[Any], *, zero: bool = False) -> np.ndarray[Any, Any]:
+    """A flat array of ``size`` items whose data starts on a 64-byte boundary (cache line)."""
+    nbytes = size * np_dtype.itemsize
+    raw = (np.zeros if zero else np.empty)(nbytes + _ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % _ALIGN
+    return raw[start : start + nbytes].view(np_dtype)
+
+
+def strided_view(flat: np.ndarray[Any, Any], layout: cv.Layout) -> np.ndarray[Any, Any]:
+    """The elements of ``flat`` under ``layout`` as a NumPy view (no copy)."""
+    if layout.is_contiguous:
+        return flat[layout.offset : layout.offset + layout.size].reshape(layout.shape)
+    item = flat.itemsize
+    return np.ndarray(
+        layout.shape,
+        flat.dtype,
+        buffer=flat,
+        offset=layout.offset * item,
+        strides=tuple(s * item for s in layout.strides),
+    )
+
+
+class ArrayStorage(cv.Carrier):
+    """Storage hooks over one flat NumPy array (private base of Generic and CPU)."""
+
+    _array: np.ndarray[Any, Any]
+    _dt: cv.DType
+
+    @classmethod
+    def _allocate(cls, size: int, dtype: cv.DType, **kwargs: Any) -> Self:
+        if kwargs:
+            msg = f"allocate on {cls.__name__}: unexpected argument(s) {', '.join(sorted(kwargs))}"
+            raise TypeError(msg)
+        return cls._from_flat(aligned_empty(size, dtype.numpy, zero=True), dtype)
+
+    @classmethod
+    def _from_flat(cls, flat: np.ndarray[Any, Any], dtype: cv.DType) -> Self:
+        # Skips Carrier.__init__ on purpose: the class defaults (version 0, not released) apply.
+        carrier = object.__new__(cls)
+        carrier._array = flat
+        carrier._dt = dtype
+        return carrier
+
+    @classmethod
+    def wrap(cls, values: np.ndarray[Any, Any], dtype: cv.DType) -> Tensor:
+        """A result tensor owning ``values`` (converted to ``dtype`` only if it differs)."""
+        if values.dtype != dtype.numpy:
+            values = values.astype(dtype.numpy)
+        shape = values.shape
+        flat = values.reshape(-1) if values.flags.c_contiguous else values.ravel()
+        return Tensor._wrap(cls._from_flat(flat, dtype), cv.Layout(shape), dtype)
+
+    def view(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
+        """Read-only NumPy view of the slots under ``layout`` (kernels read inputs this way)."""
+        out = strided_view(self._array, layout)
+        out.flags.writeable = False
+        return out
+
+    def _storage_size(self) -> int:
+        return int(self._array.size)
+
+    def _storage_dtype(self) -> cv.DType:
+        return self._dt
+
+    def _read(self, index: int) -> Any:
+        return self._array[index].item()
+
+    def _write(self, index: int, value: Any) -> None:
+        self._array[index] = value
+
+    def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
+        return self.view(layout)
+
+    def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
+        strided_view(self._array, layout)[...] = values
+
+    def _release(self) -> None:
+        self._array = self._array[:0]

@@ -1,0 +1,251 @@
+"""Autograd: thread-local grad mode and the reverse-mode backward engine.
+
+The graph is made of dispatched operations: a result tensor points at the operation that made it
+(``tensor.autograd_ctx``), and the operation keeps its tensor inputs. The engine walks that graph
+iteratively in reverse topological order, sums every contribution to a tensor before using it,
+reduces broadcast gradients back to each input's shape and dtype, and accumulates into leaves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conveyor.operation import Operation, OperationResult
+    from conveyor.tensor import Tensor
+
+__all__ = [
+    "backward",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "set_grad_enabled",
+    "sum_to_shape",
+]
+
+class _GradMode(threading.local):
+    """Per-thread grad mode; the class attribute is every new thread's default."""
+
+    enabled = True
+
+
+_state = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    """Whether operations in this thread record autograd state (default: yes)."""
+    return _state.enabled
+
+
+class set_grad_enabled:
+    """Set grad mode for this thread; also usable as a context manager that restores it."""
+
+    def __init__(self, mode: bool) -> None:
+        self._previous = is_grad_enabled()
+        _state.enabled = bool(mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._previous
+
+
+@contextmanager
+def _grad_mode(mode: bool) -> Iterator[None]:
+    previous = is_grad_enabled()
+    _state.enabled = mode
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+def no_grad() -> Any:
+    """Context manager (and decorator) that turns autograd recording off in this thread."""
+    return _grad_mode(False)
+
+
+def enable_grad() -> Any:
+    """Context manager (and decorator) that turns autograd recording on in this thread."""
+    return _grad_mode(True)
+
+
+def attach(op: Operation, result: OperationResult) -> None:
+    """Make ``op`` the autograd node of every differentiable output in ``result``."""
+    outputs = result if isinstance(result, tuple) else (result,)
+    op._outputs_meta = tuple((out.shape, out.dtype) for out in outputs)
+    for index, out in enumerate(outputs):
+        if out.dtype.is_differentiable:
+            out._grad_fn = op
+            out._output_index = index
+            out._requires_grad = True
+
+
+def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum ``gradient`` over the axes that broadcasting added or widened to reach ``shape``."""
+    from conveyor import functional as F
+
+    if gradient.shape == shape:
+        return gradient
+    lead = gradient.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i
+        for i, extent in enumerate(shape)
+        if extent == 1 and gradient.shape[lead + i] != 1
+    )
+    if axes:
+        gradient = F.reduce_sum(gradient, axis=axes, keepdims=True)
+    return F.reshape(gradient, shape=shape)
+
+
+def _fit(gradient: Tensor, target: Tensor) -> Tensor:
+    if gradient.shape != target.shape:
+        gradient = sum_to_shape(gradient, target.shape)
+    if gradient.dtype is not target.dtype:
+        gradient = gradient.astype(target.dtype)
+    return gradient
+
+
+def _graph_order(root: Operation) -> list[Operation]:
+    """Operations reachable from ``root``, each after every operation that consumes it."""
+    order: list[Operation] = []
+    seen = {id(root)}
+    stack: list[tuple[Operation, int]] = [(root, 0)]
+    # Iterative post-order DFS; reversing it puts consumers before producers.
+    while stack:
+        op, i = stack[-1]
+        inputs = op._grad_inputs
+        while i < len(inputs):
+            producer = inputs[i]._grad_fn
+            i += 1
+            if producer is not None and id(producer) not in seen:
+                seen.add(id(producer))
+                stack[-1] = (op, i)
+                stack.append((producer, 0))
+                break
+        else:
+            stack.pop()
+            order.append(op)
+    order.reverse()
+    return order
+
+
+def _check_gradients(op: Operation, grads: Any) -> tuple[Tensor | None, ...]:
+    from conveyor.tensor import Tensor
+
+    if isinstance(grads, Tensor) or grads is None:
+        grads = (grads,)
+    name, cls = op._operation_name, getattr(op._dispatch_carrier_class, "__name__", "?")
+    if not isinstance(grads, tuple | list):
+        msg = (
+            f"{name} on {cls}: backward returned {type(grads).__name__}; return one Tensor or "
+            f"None per tensor input"
+        )
+        raise TypeError(msg)
+    if len(grads) != len(op._grad_inputs):
+        msg = (
+            f"{name} on {cls}: backward returned {len(grads)} gradient(s) for "
+            f"{len(op._grad_inputs)} tensor input(s)"
+        )
+        raise ValueError(msg)
+    for g in grads:
+        if g is not None and not isinstance(g, Tensor):
+            msg = f"{name} on {cls}: backward returned {type(g).__name__}, not a Tensor or None"
+            raise TypeError(msg)
+    return tuple(grads)
+
+
+def backward(
+    tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bool = False
+) -> None:
+    """Accumulate d(tensor)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+    Raises:
+        RuntimeError: ``tensor`` does not require grad, an implicit gradient was asked for a
+            non-scalar, saved state was released, or a saved input was modified in place.
+    """
+    from conveyor import functional as F
+    from conveyor.tensor import Tensor, ones_like
+
+    if not tensor.requires_grad:
+        msg = "backward: the tensor does not require grad and has no autograd node"
+        raise RuntimeError(msg)
+    if gradient is None:
+        if tensor.size != 1:
+            msg = (
+                f"backward: a gradient can be implied only for a single-element tensor, this one "
+                f"has shape {tensor.shape}; pass gradient="
+            )
+            raise RuntimeError(msg)
+        gradient = ones_like(tensor)
+    elif not isinstance(gradient, Tensor):
+        msg = f"backward: gradient must be a Tensor, got {type(gradient).__name__}"
+        raise TypeError(msg)
+    elif gradient.shape != tensor.shape:
+        msg = f"backward: gradient shape {gradient.shape} does not match {tensor.shape}"
+        raise ValueError(msg)
+
+    with no_grad():
+        root = tensor._grad_fn
+        if root is None:
+            _accumulate(tensor, gradient)
+            return
+        order = _graph_order(root)
+        for op in order:
+            # Refuse a released graph or a mutated saved input anywhere before any backward work.
+            op.saved_inputs  # noqa: B018  # raises RuntimeError
+        pending: dict[int, list[Tensor | None]] = {
+            id(root): _slots(root, tensor._output_index, gradient)
+        }
+        # A failed pass publishes nothing: gradients for leaves and retained non-leaves are
+        # collected and written, and saved state released, only once every backward succeeded.
+        published: list[tuple[Tensor, Tensor]] = []
+        visited: list[Operation] = []
+        for op in order:
+            slots = pending.pop(id(op), None)
+            if slots is None:
+                continue  # no gradient reached this operation
+            for index, t in op._retained.items():
+                g_out = slots[index]
+                if g_out is not None:
+                    published.append((t, g_out))
+            incoming = slots[0] if len(slots) == 1 else tuple(slots)
+            grads = _check_gradients(op, op.backward(incoming))
+            visited.append(op)
+            for t, g in zip(op._grad_inputs, grads, strict=True):
+                if g is None or not t._requires_grad:
+                    continue
+                g = _fit(g, t)
+                producer = t._grad_fn
+                if producer is None:
+                    published.append((t, g))
+                    continue
+                buf = pending.get(id(producer))
+                if buf is None:
+                    buf = pending[id(producer)] = [None] * len(producer._outputs_meta)
+                prev = buf[t._output_index]
+                buf[t._output_index] = g if prev is None else F.add(prev, g)
+        if not retain_graph:
+            for op in visited:
+                op._release_saved()
+        for t, g in published:
+            _accumulate(t, g)
+
+
+def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
+    slots: list[Tensor | None] = [None] * len(op._outputs_meta)
+    slots[index] = gradient
+    return slots
+
+
+def _accumulate(target: Tensor, gradient: Tensor) -> None:
+    """Add ``gradient`` into ``target.grad`` (a leaf, or a non-leaf that called retain_grad)."""
+    from conveyor import functional as F
+
+    if gradient.shape != target.shape or gradient.dtype is not target.dtype:
+        gradient = _fit(gradient, target)
+    target.grad = gradient if target.grad is None else F.add(target.grad, gradient)

@@ -1,0 +1,320 @@
+"""Layout: a flat strided view (shape, strides, offset) of a carrier's buffer, in elements.
+
+Layouts follow NumPy's conventions exactly (row-major canonical order, negative axes count from
+the end, broadcasting aligns from the right and widens extent 1 with stride 0), so a layout maps
+onto ``numpy.lib.stride_tricks.as_strided`` of a carrier's flat buffer with no translation.
+Every view operation (reshape, permute, broadcast, basic indexing) is pure layout algebra here;
+carriers never re-implement it.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Sequence
+from typing import Any, final
+
+__all__ = ["Layout", "broadcast_shapes", "normalize_axes", "normalize_axis"]
+
+
+def _as_shape(values: Iterable[Any] | int, what: str) -> tuple[int, ...]:
+    if isinstance(values, int) and not isinstance(values, bool):
+        return (values,)
+    out = []
+    for v in values:  # type: ignore[union-attr]  # checked non-int above
+        if isinstance(v, bool):
+            msg = f"{what} entries must be integers, got {v!r} (bool)"
+            raise TypeError(msg)
+        out.append(operator.index(v))
+    return tuple(out)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    step = 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+@final
+class Layout:
+    """Shape, strides and offset (all in elements) of a view into one flat buffer.
+
+    Frozen and hashable: layouts are values. Strides ``None`` means row-major contiguous.
+    """
+
+    __slots__ = ("_hash", "offset", "shape", "strides")
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    def __init__(
+        self,
+        shape: Sequence[int] | int,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+    ) -> None:
+        shape_t = _as_shape(shape, "shape")
+        if any(extent < 0 for extent in shape_t):
+            msg = f"Layout: shape extents must be >= 0, got {shape_t!r}"
+            raise ValueError(msg)
+        if strides is None:
+            strides_t = _contiguous_strides(shape_t)
+        else:
+            strides_t = _as_shape(strides, "strides")
+            if len(strides_t) != len(shape_t):
+                msg = f"Layout: {len(strides_t)} strides for {len(shape_t)} axes"
+                raise ValueError(msg)
+        offset = operator.index(offset)
+        if offset < 0:
+            msg = f"Layout: offset must be >= 0, got {offset!r}"
+            raise ValueError(msg)
+        object.__setattr__(self, "shape", shape_t)
+        object.__setattr__(self, "strides", strides_t)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "_hash", None)
+
+    @classmethod
+    def contiguous(cls, shape: Sequence[int] | int, offset: int = 0) -> Layout:
+        return cls(shape, None, offset)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        msg = f"Layout is frozen; cannot set {name!r}"
+        raise AttributeError(msg)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return (self.shape, self.strides, self.offset) == (other.shape, other.strides, other.offset)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.shape, self.strides, self.offset)))
+        return self._hash  # type: ignore[return-value]  # set just above
+
+    def __repr__(self) -> str:
+        return f"Layout(shape={self.shape}, strides={self.strides}, offset={self.offset})"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of logical elements."""
+        return math.prod(self.shape)
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Row-major contiguous (extent-1 axes may have any stride)."""
+        step = 1
+        for extent, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
+            if extent == 0:
+                return True
+            if extent != 1 and stride != step:
+                return False
+            step *= extent
+        return True
+
+    def span(self) -> tuple[int, int]:
+        """The half-open range of buffer slots this layout can touch (empty: ``(offset, offset)``).
+
+        Carriers check it against their size before any read or write.
+        """
+        if self.size == 0:
+            return (self.offset, self.offset)
+        low = high = self.offset
+        for extent, stride in zip(self.shape, self.strides, strict=True):
+            reach = (extent - 1) * stride
+            if reach < 0:
+                low += reach
+            else:
+                high += reach
+        return (low, high + 1)
+
+    # -- view algebra -----------------------------------------------------------------------
+
+    def broadcast_to(self, shape: Sequence[int]) -> Layout:
+        """A layout that reads this one broadcast to ``shape`` (stride 0 on widened axes)."""
+        target = _as_shape(shape, "shape")
+        if len(target) < self.ndim:
+            msg = f"cannot broadcast shape {self.shape} to {target}: fewer axes"
+            raise ValueError(msg)
+        lead = len(target) - self.ndim
+        strides = [0] * lead
+        for extent, stride, want in zip(self.shape, self.strides, target[lead:], strict=True):
+            if extent == want:
+                strides.append(stride)
+            elif extent == 1:
+                strides.append(0)
+            else:
+                msg = f"cannot broadcast shape {self.shape} to {target}"
+                raise ValueError(msg)
+        return Layout(target, strides, self.offset)
+
+    def permute(self, axes: Sequence[int]) -> Layout:
+        order = normalize_axes(axes, self.ndim)
+        if len(order) != self.ndim:
+            msg = f"permute needs all {self.ndim} axes, got {tuple(axes)!r}"
+            raise ValueError(msg)
+        return Layout(
+            tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order), self.offset
+        )
+
+    def squeeze(self, axes: Sequence[int] | int | None = None) -> Layout:
+        if axes is None:
+            drop = {a for a, extent in enumerate(self.shape) if extent == 1}
+        else:
+            drop = set(normalize_axes(axes, self.ndim))
+            for a in drop:
+                if self.shape[a] != 1:
+                    msg = f"cannot squeeze axis {a} of extent {self.shape[a]} (shape {self.shape})"
+                    raise ValueError(msg)
+        keep = [a for a in range(self.ndim) if a not in drop]
+        return Layout(
+            tuple(self.shape[a] for a in keep), tuple(self.strides[a] for a in keep), self.offset
+        )
+
+    def unsqueeze(self, axes: Sequence[int] | int) -> Layout:
+        new_ndim = self.ndim + len(_as_shape(axes, "axes"))
+        inserted = set(normalize_axes(axes, new_ndim))
+        shape, strides = list(self.shape), list(self.strides)
+        for a in sorted(inserted):
+            shape.insert(a, 1)
+            strides.insert(a, 0)
+        return Layout(shape, strides, self.offset)
+
+    def reshape(self, shape: Sequence[int] | int) -> Layout | None:
+        """The same elements under ``shape`` without copying, or ``None`` when a copy is needed.
+
+        Raises:
+            ValueError: the element counts differ or more than one extent is -1.
+        """
+        target = list(_as_shape(shape, "shape"))
+        if target.count(-1) > 1:
+            msg = f"reshape: at most one -1 extent, got {tuple(target)}"
+            raise ValueError(msg)
+        if -1 in target:
+            known = math.prod(e for e in target if e != -1)
+            if known == 0 or self.size % known:
+                msg = f"cannot reshape {self.shape} ({self.size} elements) to {tuple(target)}"
+                raise ValueError(msg)
+            target[target.index(-1)] = self.size // known
+        if math.prod(target) != self.size or any(e < 0 for e in target):
+            msg = f"cannot reshape {self.shape} ({self.size} elements) to {tuple(target)}"
+            raise ValueError(msg)
+        if self.is_contiguous:
+            return Layout(target, None, self.offset)
+        return self._reshape_strided(tuple(target))
+
+    def _reshape_strided(self, target: tuple[int, ...]) -> Layout | None:
+        # Merge runs of source axes that are mutually contiguous, then split them into the
+        # target extents; fails (None) when a target axis would straddle a stride break.
+        src = [(e, s) for e, s in zip(self.shape, self.strides, strict=True) if e != 1]
+        strides: list[int] = []
+        i = 0
+        for extent in target:
+            if extent == 1:
+                strides.append(0)
+                continue
+            if i >= len(src):
+                return None
+            prod, stride = src[i][0], src[i][1]
+            i += 1
+            while prod < extent and i < len(src) and src[i - 1][1] == src[i][0] * src[i][1]:
+                prod *= src[i][0]
+                stride = src[i][1]
+                i += 1
+            if prod == extent:
+                strides.append(stride)
+            elif prod > extent and prod % extent == 0:
+                # Split: take the outer part now, leave the inner part for the next target axis.
+                inner = prod // extent
+                strides.append(stride * inner)
+                i -= 1
+                src[i] = (inner, stride)
+            else:
+                return None
+        return Layout(target, strides, self.offset)
+
+    def index(self, key: Any) -> Layout:
+        """Basic indexing (ints, slices, ``None``, ``...``) as a view, like NumPy."""
+        items = key if isinstance(key, tuple) else (key,)
+        if sum(1 for k in items if k is Ellipsis) > 1:
+            msg = "an index can only have a single ellipsis ('...')"
+            raise IndexError(msg)
+        consumed = sum(1 for k in items if k is not None and k is not Ellipsis)
+        if consumed > self.ndim:
+            msg = f"too many indices: {consumed} for a tensor with {self.ndim} axes"
+            raise IndexError(msg)
+        if Ellipsis in items:
+            at = items.index(Ellipsis)
+            items = items[:at] + (slice(None),) * (self.ndim - consumed) + items[at + 1 :]
+        else:
+            items = items + (slice(None),) * (self.ndim - consumed)
+        shape: list[int] = []
+        strides: list[int] = []
+        offset = self.offset
+        axis = 0
+        for k in items:
+            if k is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            extent, stride = self.shape[axis], self.strides[axis]
+            axis += 1
+            if isinstance(k, slice):
+                start, stop, step = k.indices(extent)
+                count = len(range(start, stop, step))
+                if count:
+                    offset += start * stride
+                shape.append(count)
+                strides.append(stride * step)
+            elif isinstance(k, bool) or not hasattr(k, "__index__"):
+                msg = f"only integers, slices, None and ... are basic indices, got {k!r}"
+                raise IndexError(msg)
+            else:
+                i = operator.index(k)
+                if not -extent <= i < extent:
+                    msg = f"index {i} is out of range for axis {axis - 1} with extent {extent}"
+                    raise IndexError(msg)
+                offset += (i % extent) * stride
+        return Layout(shape, strides, offset)
+
+
+def normalize_axis(axis: int, ndim: int) -> int:
+    """``axis`` counted from the front; negative axes count from the end (``IndexError`` if out)."""
+    if not -ndim <= axis < max(ndim, 1):
+        msg = f"axis {axis} is out of range for {ndim} axes"
+        raise IndexError(msg)
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axes: Sequence[int] | int | None, ndim: int) -> tuple[int, ...]:
+    """Every axis counted from the front; ``None`` means all axes; duplicates are refused."""
+    if axes is None:
+        return tuple(range(ndim))
+    out = tuple(normalize_axis(a, ndim) for a in _as_shape(axes, "axes"))
+    if len(set(out)) != len(out):
+        msg = f"repeated axis in {tuple(_as_shape(axes, 'axes'))!r}"
+        raise ValueError(msg)
+    return out
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy broadcasting of shapes (``ValueError`` naming the shapes when incompatible)."""
+    if len(shapes) == 1:
+        return shapes[0]
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, extent in enumerate(s, ndim - len(s)):
+            if extent != 1:
+                if out[i] not in (1, extent):
+                    msg = f"shapes {', '.join(map(str, shapes))} cannot be broadcast together"
+                    raise ValueError(msg)
+                out[i] = extent
+    return tuple(out)
