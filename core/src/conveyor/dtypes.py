@@ -147,7 +147,8 @@ def _numpy_dtype(name: str) -> np.dtype[Any]:
     if name == "bfloat16":
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bf16
     return np.dtype(name)
 
 
@@ -227,10 +228,11 @@ def dtype(spec: object) -> DType:
         found = _REGISTRY.get(spec)
         if found is not None:
             return found
-    try:
-        return from_numpy(spec)
-    except TypeError:
-        pass
+    if spec is not None:  # np.dtype(None) would silently mean float64
+        try:
+            return from_numpy(spec)
+        except TypeError:
+            pass
     msg = f"no conveyor dtype for {spec!r} (of type {type(spec).__name__})"
     raise TypeError(msg)
 
@@ -238,8 +240,9 @@ def dtype(spec: object) -> DType:
 def from_numpy(np_dtype: object) -> DType:
     """The descriptor storing ``np_dtype`` (a NumPy dtype or anything ``np.dtype`` accepts)."""
     if not _BY_NUMPY:
-        for d in CONCRETE_DTYPES:
-            _BY_NUMPY[d.numpy] = d
+        # Built complete, then published in one assignment, so other threads never see a
+        # half-filled table.
+        _BY_NUMPY.update({d.numpy: d for d in CONCRETE_DTYPES})
     import numpy as np
 
     try:
@@ -318,6 +321,15 @@ def _promote(a: DType, b: DType) -> DType:
 _PROMOTION: dict[tuple[DType, DType], DType] = {}
 
 
+def _require_concrete(d: object) -> None:
+    if not isinstance(d, DType):
+        msg = f"promote_types expects conveyor dtypes, got {d!r} ({type(d).__name__})"
+        raise TypeError(msg)
+    if d.is_abstract:
+        msg = f"cannot promote abstract dtype category {d.name}; use a concrete dtype"
+        raise TypeError(msg)
+
+
 def promote_types(a: DType, b: DType) -> DType:
     """The dtype both operands convert to for a binary operation.
 
@@ -326,15 +338,10 @@ def promote_types(a: DType, b: DType) -> DType:
             signed integer); the message names the explicit cast to use.
     """
     key = (a, b)
-    found = _PROMOTION.get(key)
+    found = _PROMOTION.get(key) if type(a) is DType and type(b) is DType else None
     if found is None:
-        for d in key:
-            if not isinstance(d, DType):
-                msg = f"promote_types expects conveyor dtypes, got {d!r} ({type(d).__name__})"
-                raise TypeError(msg)
-            if d.is_abstract:
-                msg = f"cannot promote abstract dtype category {d.name}; use a concrete dtype"
-                raise TypeError(msg)
+        _require_concrete(a)
+        _require_concrete(b)
         found = _promote(a, b)
         _PROMOTION[key] = found
     return found
