@@ -92,7 +92,7 @@ class TestDispatchIsAnInstanceOperation:
 
     def test_storage_only_definition_refuses_computational_name(self) -> None:
         """Scenario 'Dispatch a storage-only carrier': NotImplementedError identifying the name."""
-        with pytest.raises(NotImplementedError, match="matmul on StorageOnlyCarrier.*storage-only"):
+        with pytest.raises(NotImplementedError, match=r"matmul on StorageOnly.*storage-only"):
             StorageOnlyCarrier().dispatch_op("matmul")
 
     def test_definition_backed_unknown_name_not_implemented(self) -> None:
@@ -127,7 +127,7 @@ class TestEveryDispatchReturnsAFreshOperation:
     def test_reject_non_operation_result_type_error(self) -> None:
         """A hook returning something other than an Operation makes dispatch fail."""
         carrier = WrongTypeCarrier.allocate(1, cv.float32)
-        with pytest.raises(TypeError, match="add on WrongTypeCarrier.*returned function"):
+        with pytest.raises(TypeError, match=r"add on WrongTypeCarrier.*returned function"):
             carrier.dispatch_op("add")
 
     def test_forward_is_single_use(self) -> None:
@@ -154,9 +154,7 @@ class TestDispatchMetadata:
         class Custom(ArrayCarrier):
             pass
 
-        cv.register_operation_capabilities(
-            Custom, list(cv.declared_capabilities(ArrayCarrier))
-        )
+        cv.register_operation_capabilities(Custom, list(cv.declared_capabilities(ArrayCarrier)))
         a = Custom.allocate(3, cv.float32)
         t = cv.Tensor(a, cv.Layout((3,)))
         op = a.dispatch_op("exp")
@@ -288,7 +286,7 @@ class TestExecutionOptions:
     def test_unknown_keyword_type_error(self) -> None:
         """Any keyword other than options is a TypeError."""
         a = from_array(np.ones(3), cv.float32)
-        with pytest.raises(TypeError, match="unexpected keyword argument.*axis"):
+        with pytest.raises(TypeError, match=r"unexpected keyword argument.*axis"):
             a.carrier.dispatch_op("reduce_sum").forward(a, axis=0)
 
     @pytest.mark.parametrize("options", [{"axis": 0}, "reduce_sum", 0])
@@ -323,7 +321,7 @@ class TestLoweredExecution:
     """Lowered execution: full validation and saved state, but no visible autograd node."""
 
     def test_lowered_result_has_no_node_but_nested_state_is_saved(self) -> None:
-        """The result carries no autograd node; the nested op keeps inputs for delegated backward."""
+        """The result has no autograd node; the nested op keeps inputs for delegated backward."""
         a = from_array(np.arange(3), cv.float32)
         a.requires_grad = True
         op = a.carrier.dispatch_op("exp")

@@ -8,12 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import conveyor.dtypes as dt
-import conveyor.policy as policy
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import conveyor.dtypes as dt
+import conveyor.policy as policy
 
 CONCRETE = dt.CONCRETE_DTYPES
 INTEGERS = tuple(d for d in CONCRETE if d.is_integer)

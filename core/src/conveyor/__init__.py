@@ -43,9 +43,9 @@ from conveyor.dtypes import (
     uint64,
     unsigned_integer,
 )
-from conveyor.dtypes import bool_ as bool  # noqa: A004  # the dtype, named as in NumPy/PyTorch
+from conveyor.dtypes import bool_ as bool  # the dtype, named as in NumPy/PyTorch
 from conveyor.functional import (
-    abs,  # noqa: A004  # operation names shadow builtins on purpose, as in NumPy
+    abs,  # operation names shadow builtins on purpose, as in NumPy
     add,
     argmax,
     argmin,
@@ -79,7 +79,7 @@ from conveyor.functional import (
     ne,
     neg,
     permute,
-    pow,  # noqa: A004  # operation names shadow builtins on purpose, as in NumPy
+    pow,  # operation names shadow builtins on purpose, as in NumPy
     rearrange,
     recip,
     reduce_max,
@@ -89,7 +89,7 @@ from conveyor.functional import (
     relu,
     rem,
     reshape,
-    round,  # noqa: A004  # operation names shadow builtins on purpose, as in NumPy
+    round,  # operation names shadow builtins on purpose, as in NumPy
     rsqrt,
     scatter,
     scatter_add,

@@ -26,6 +26,7 @@ __all__ = [
     "sum_to_shape",
 ]
 
+
 class _GradMode(threading.local):
     """Per-thread grad mode; the class attribute is every new thread's default."""
 
@@ -93,9 +94,7 @@ def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
         return gradient
     lead = gradient.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
-        lead + i
-        for i, extent in enumerate(shape)
-        if extent == 1 and gradient.shape[lead + i] != 1
+        lead + i for i, extent in enumerate(shape) if extent == 1 and gradient.shape[lead + i] != 1
     )
     if axes:
         gradient = F.reduce_sum(gradient, axis=axes, keepdims=True)
@@ -159,9 +158,7 @@ def _check_gradients(op: Operation, grads: Any) -> tuple[Tensor | None, ...]:
     return tuple(grads)
 
 
-def backward(
-    tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bool = False
-) -> None:
+def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bool = False) -> None:
     """Accumulate d(tensor)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
     Raises:

@@ -174,7 +174,7 @@ class Carrier:
             self._release()
 
     def _mark_written(self) -> None:
-        """Record an in-place write made by an operation kernel outside ``write``/``import_span``."""
+        """Record an in-place write a kernel made outside ``write`` or ``import_span``."""
         self._version += 1
 
     # storage hooks (override in concrete carriers)

@@ -102,9 +102,7 @@ def dispatch_definition(
     """
     cls_name = type(carrier).__name__
     if not is_planned(operation_name):
-        msg = (
-            f"{operation_name} on {cls_name}: no central operation definition has this name"
-        )
+        msg = f"{operation_name} on {cls_name}: no central operation definition has this name"
         raise NotImplementedError(msg)
     if definition.is_storage_only:
         msg = (

@@ -136,8 +136,7 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
         for role in roles
     ]
     params += [
-        inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY)
-        for field in options_schema(name)
+        inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY) for field in options_schema(name)
     ]
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"Dispatch ``{name}`` on the operands' carrier (see docs/operations.md)."
@@ -145,7 +144,13 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
     return function
 
 
-def _planned(name: str) -> Callable[..., Any]:
+def _planned(name: str) -> Callable[..., Tensor]:
+    spec = operation_spec(name)
+    return _public(name, spec.roles, spec.optional_roles)
+
+
+def _planned_pair(name: str) -> Callable[..., tuple[Tensor, Tensor]]:
+    """A planned name with two outputs (values and int64 indices)."""
     spec = operation_spec(name)
     return _public(name, spec.roles, spec.optional_roles)
 
@@ -203,8 +208,8 @@ reduce_min = _planned("reduce_min")
 argmax = _planned("argmax")
 argmin = _planned("argmin")
 cumsum = _planned("cumsum")
-sort = _planned("sort")
-topk = _planned("topk")
+sort = _planned_pair("sort")
+topk = _planned_pair("topk")
 # Contractions
 matmul = _planned("matmul")
 conv_general = _planned("conv_general")

@@ -50,6 +50,7 @@ class Layout:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
+    _hash: int | None
 
     def __init__(
         self,
@@ -91,9 +92,11 @@ class Layout:
         return (self.shape, self.strides, self.offset) == (other.shape, other.strides, other.offset)
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            object.__setattr__(self, "_hash", hash((self.shape, self.strides, self.offset)))
-        return self._hash  # type: ignore[return-value]  # set just above
+        value = self._hash
+        if value is None:
+            value = hash((self.shape, self.strides, self.offset))
+            object.__setattr__(self, "_hash", value)
+        return value
 
     def __repr__(self) -> str:
         return f"Layout(shape={self.shape}, strides={self.strides}, offset={self.offset})"
@@ -109,11 +112,11 @@ class Layout:
 
     @property
     def is_contiguous(self) -> bool:
-        """Row-major contiguous (extent-1 axes may have any stride)."""
+        """Row-major contiguous (extent-1 axes may have any stride; empty layouts always are)."""
+        if 0 in self.shape:
+            return True  # no element to misplace, as NumPy's C_CONTIGUOUS flag says
         step = 1
         for extent, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
-            if extent == 0:
-                return True
             if extent != 1 and stride != step:
                 return False
             step *= extent
@@ -211,33 +214,31 @@ class Layout:
         return self._reshape_strided(tuple(target))
 
     def _reshape_strided(self, target: tuple[int, ...]) -> Layout | None:
-        # Merge runs of source axes that are mutually contiguous, then split them into the
-        # target extents; fails (None) when a target axis would straddle a stride break.
+        # NumPy's no-copy rule: pair the smallest groups of source and target axes with equal
+        # element counts; each source group must be one contiguous run (it is then re-split
+        # into its target extents), else a copy is needed (None). Extent-1 source axes carry
+        # no placement and are dropped first. Called only for non-empty layouts.
         src = [(e, s) for e, s in zip(self.shape, self.strides, strict=True) if e != 1]
-        strides: list[int] = []
-        i = 0
-        for extent in target:
-            if extent == 1:
-                strides.append(0)
-                continue
-            if i >= len(src):
-                return None
-            prod, stride = src[i][0], src[i][1]
-            i += 1
-            while prod < extent and i < len(src) and src[i - 1][1] == src[i][0] * src[i][1]:
-                prod *= src[i][0]
-                stride = src[i][1]
-                i += 1
-            if prod == extent:
-                strides.append(stride)
-            elif prod > extent and prod % extent == 0:
-                # Split: take the outer part now, leave the inner part for the next target axis.
-                inner = prod // extent
-                strides.append(stride * inner)
-                i -= 1
-                src[i] = (inner, stride)
-            else:
-                return None
+        strides = [0] * len(target)
+        si = ti = 0
+        while si < len(src) and ti < len(target):
+            src_end, tgt_end = si + 1, ti + 1
+            src_count, tgt_count = src[si][0], target[ti]
+            while src_count != tgt_count:
+                if tgt_count < src_count:
+                    tgt_count *= target[tgt_end]
+                    tgt_end += 1
+                else:
+                    src_count *= src[src_end][0]
+                    src_end += 1
+            for k in range(si, src_end - 1):
+                if src[k][1] != src[k + 1][0] * src[k + 1][1]:
+                    return None  # a target axis would straddle a stride break
+            step = src[src_end - 1][1]
+            for k in range(tgt_end - 1, ti - 1, -1):
+                strides[k] = step
+                step *= target[k]
+            si, ti = src_end, tgt_end
         return Layout(target, strides, self.offset)
 
     def index(self, key: Any) -> Layout:
@@ -307,8 +308,8 @@ def normalize_axes(axes: Sequence[int] | int | None, ndim: int) -> tuple[int, ..
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy broadcasting of shapes (``ValueError`` naming the shapes when incompatible)."""
     if len(shapes) == 1:
-        return shapes[0]
-    ndim = max(len(s) for s in shapes)
+        return tuple(shapes[0])
+    ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
         for i, extent in enumerate(s, ndim - len(s)):

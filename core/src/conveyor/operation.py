@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor import autograd, profiling
 from conveyor.autograd import _state as _grad_mode
+from conveyor.dtypes import DType
 from conveyor.options import OperationExecutionOptions
-from conveyor.policy import OperationPlan, OperationSpec, operation_spec, registered_operations, resolve_plan
+from conveyor.policy import (
+    OperationPlan,
+    OperationSpec,
+    operation_spec,
+    registered_operations,
+    resolve_plan,
+)
 from conveyor.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -192,7 +199,7 @@ class Operation:
                 f"({', '.join(spec.roles)}), got {len(inputs)}"
             )
             raise TypeError(msg)
-        keys = []
+        keys: list[DType | complex | None] = []
         for x in inputs:
             if type(x) is Tensor:
                 keys.append(x._dtype)

@@ -408,7 +408,7 @@ class Tensor:
         return _F.permute(self, axes=tuple(order))
 
     @property
-    def T(self) -> Tensor:  # noqa: N802  # NumPy's name
+    def T(self) -> Tensor:  # NumPy's name
         return _F.permute(self, axes=tuple(reversed(range(self.ndim))))
 
     def broadcast_to(self, shape: Sequence[int]) -> Tensor:
@@ -520,7 +520,11 @@ def full(
     import numpy as np
 
     dims = _shape(shape)
-    target = _check_dtype(dtype) if dtype is not None else _infer_dtype(fill_value, np.asarray(fill_value))
+    target = (
+        _check_dtype(dtype)
+        if dtype is not None
+        else _infer_dtype(fill_value, np.asarray(fill_value))
+    )
     values = np.full(dims, fill_value, dtype=target.numpy)
     result = _from_array(values, target, _resolve_carrier(carrier))
     if requires_grad:

@@ -1,0 +1,369 @@
+"""The ``conveyor`` command: list plugins and carriers, and diagnose an installation.
+
+Every subcommand prints an aligned table for people and, with ``--json``, one JSON document for
+machines. They work when plugins are broken (that is when they are needed most); the exit status
+is 0 unless a plugin failed while strict mode (``CONVEYOR_STRICT_PLUGINS=1``) is on, and 2 for
+a usage or configuration error. Core modules beyond the plugin host are imported inside the
+commands that read them, so each command pays only for what it shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from conveyor import plugins
+from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, PluginState
+
+if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
+
+__all__ = ["main"]
+
+_FAILED: Final = (PluginState.BROKEN, PluginState.INCOMPATIBLE)
+_Command = Callable[[argparse.Namespace], int]
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    cells = [[str(h) for h in headers], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def _emit(document: object) -> None:
+    print(json.dumps(document, indent=2, sort_keys=False))
+
+
+def _first_line(text: str | None) -> str:
+    return "" if not text else text.splitlines()[0]
+
+
+def _exit_status(host: plugins.PluginHost, records: Iterable[PluginRecord]) -> int:
+    if host.strict and any(r.state in _FAILED for r in records):
+        return 1
+    return 0
+
+
+def _record_json(record: PluginRecord) -> dict[str, Any]:
+    return {
+        "name": record.name,
+        "distribution": record.distribution,
+        "version": record.version,
+        "entry_point": record.entry_point,
+        "state": str(record.state),
+        "carriers": list(record.carriers),
+        "api_version": record.api_version,
+        "error": record.error,
+        "hook": record.hook,
+        "conflicts": list(record.conflicts),
+        "traceback": record.traceback,
+    }
+
+
+def _plugins_table(records: Sequence[PluginRecord]) -> str:
+    rows = [
+        (
+            r.name,
+            r.distribution or "-",
+            r.version or "-",
+            r.state,
+            ", ".join(r.carriers) or "-",
+            _first_line(r.error) or ("conflict: see `conveyor doctor`" if r.conflicts else ""),
+        )
+        for r in records
+    ]
+    headers = ("NAME", "DISTRIBUTION", "VERSION", "STATE", "CARRIERS", "ERROR")
+    return _table(headers, rows)
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    host = plugins.host()
+    records = host.plugins()
+    if args.json:
+        _emit(
+            {
+                "group": host.group,
+                "strict": host.strict,
+                "plugins": list(map(_record_json, records)),
+            }
+        )
+    elif not records:
+        print(f"no plugins installed in the entry-point group {host.group!r}")
+    else:
+        print(_plugins_table(records))
+    return _exit_status(host, records)
+
+
+def _carrier_rows(
+    host: plugins.PluginHost, carriers: Mapping[str, type[Carrier]]
+) -> list[dict[str, Any]]:
+    from conveyor.capabilities import declared_capabilities
+    from conveyor.carrier import DependentCarrier, is_closed_carrier
+    from conveyor.definitions import carrier_definition
+
+    rows = []
+    for name, cls in carriers.items():
+        dependent = issubclass(cls, DependentCarrier)
+        # A DependentCarrier computes its capabilities per instance from what it composes, so a
+        # class-level count would be wrong, not just unknown.
+        capabilities = None if dependent else declared_capabilities(cls)
+        rows.append(
+            {
+                "name": name,
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "distribution": host.provider(name).distribution,
+                "closed": is_closed_carrier(cls),
+                "definition_backed": carrier_definition(cls) is not None,
+                "dependent": dependent,
+                "names": None if capabilities is None else len(capabilities.names),
+                "plans": None if capabilities is None else len(capabilities),
+                "_capabilities": capabilities,
+            }
+        )
+    return rows
+
+
+def _matrix(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, int] | None]]:
+    """Operations (registered first, then any others a carrier declares) and plan counts."""
+    from conveyor.policy import registered_operations
+
+    counts: dict[str, dict[str, int] | None] = {}
+    extra: set[str] = set()
+    for row in rows:
+        capabilities = row["_capabilities"]
+        if capabilities is None:
+            counts[row["name"]] = None
+            continue
+        per_name: dict[str, int] = {}
+        for capability in capabilities:
+            per_name[capability.operation] = per_name.get(capability.operation, 0) + 1
+        counts[row["name"]] = per_name
+        extra.update(per_name)
+    registered = list(registered_operations())
+    operations = registered + sorted(extra - set(registered))
+    return operations, counts
+
+
+def _cmd_carriers(args: argparse.Namespace) -> int:
+    host = plugins.host()
+    try:
+        carriers = host.carriers()
+    except PluginError as exc:
+        print(f"conveyor carriers: {exc}", file=sys.stderr)
+        return 1
+    rows = _carrier_rows(host, carriers)
+    operations, counts = _matrix(rows) if args.matrix else ([], {})
+    if args.json:
+        document: dict[str, Any] = {
+            "carriers": [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
+        }
+        if args.matrix:
+            document["matrix"] = {"operations": operations, "plans": counts}
+        _emit(document)
+        return 0
+    if not rows:
+        print("no carrier is loaded; run `conveyor plugins` to see why")
+        return 0
+    if args.matrix:
+        headers = ("OPERATION", *(row["name"] for row in rows))
+        table = []
+        for operation in operations:
+            cells = []
+            for row in rows:
+                per_name = counts[row["name"]]
+                count = 0 if per_name is None else per_name.get(operation, 0)
+                cells.append("*" if per_name is None else (count or "-"))
+            table.append((operation, *cells))
+        print(_table(headers, table))
+        if any(c is None for c in counts.values()):
+            print("\n* dependent carrier: its plans are computed per instance")
+        return 0
+    table = [
+        (
+            row["name"],
+            row["class"],
+            row["distribution"] or "-",
+            "closed" if row["closed"] else "open",
+            "yes" if row["definition_backed"] else "no",
+            "per instance" if row["dependent"] else row["names"],
+            "per instance" if row["dependent"] else row["plans"],
+        )
+        for row in rows
+    ]
+    headers = ("NAME", "CLASS", "DISTRIBUTION", "KIND", "DEFINITION", "NAMES", "PLANS")
+    print(_table(headers, table))
+    return 0
+
+
+def _version(module: str, distribution: str) -> str | None:
+    """The module's ``__version__``, else the installed distribution's; ``None`` if missing."""
+    import importlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = getattr(importlib.import_module(module), "__version__", None)
+    except ImportError:
+        return None
+    if isinstance(found, str):
+        return found
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def _warnings(
+    host: plugins.PluginHost, records: Sequence[PluginRecord], carriers_error: str | None
+) -> list[dict[str, str]]:
+    """Each problem with the one thing to do about it."""
+    found: list[dict[str, str]] = []
+    for record in records:
+        if record.state is PluginState.BROKEN:
+            fix = (
+                f"fix or block it with CONVEYOR_DISABLE_PLUGINS={record.name} "
+                f"(`conveyor plugins --json` shows the traceback)"
+            )
+            found.append({"problem": _first_line(record.error), "fix": fix})
+        elif record.state is PluginState.INCOMPATIBLE:
+            fix = (
+                f"install a release written for this core, or block it with "
+                f"CONVEYOR_DISABLE_PLUGINS={record.name}"
+            )
+            found.append({"problem": _first_line(record.error), "fix": fix})
+    for name, conflict in host.conflicts().items():
+        fix = f"prefer one with CONVEYOR_PREFER={name}=<distribution>"
+        found.append({"problem": conflict, "fix": fix})
+    for note in host.notes():
+        fix = "check the spelling; `conveyor plugins` lists the installed names"
+        found.append({"problem": note, "fix": fix})
+    if carriers_error is not None:
+        # The failed plugin has its own entry above; this one says why nothing works now.
+        problem = "strict plugin mode is on, so every use of a carrier raises PluginError"
+        fix = "fix or block the failed plugins above, or unset CONVEYOR_STRICT_PLUGINS"
+        found.append({"problem": problem, "fix": fix})
+    elif not any(r.carriers for r in records if r.state is PluginState.LOADED):
+        if any(r.state is not PluginState.LOADED for r in records):
+            fix = "get one of the plugins listed above to load (see their states)"
+        else:
+            fix = "pip install conveyor-generic for the reference carriers"
+        found.append({"problem": "no carrier is loaded", "fix": fix})
+    return found
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from conveyor.dtypes import CONCRETE_DTYPES
+    from conveyor.plugins import ENVIRONMENT_VARIABLES
+    from conveyor.policy import registered_operations
+
+    host = plugins.host()
+    records = host.plugins()
+    carriers: Mapping[str, type[Carrier]] = {}
+    carriers_error = None
+    try:
+        carriers = host.carriers()
+    except PluginError as exc:
+        carriers_error = str(exc)
+    report: dict[str, Any] = {
+        "conveyor_core": _version("conveyor", "conveyor-core"),
+        "python": platform.python_version(),
+        "numpy": _version("numpy", "numpy"),
+        "pluggy": _version("pluggy", "pluggy"),
+        "platform": platform.platform(),
+        "strict": host.strict,
+        "environment": {k: os.environ[k] for k in ENVIRONMENT_VARIABLES if k in os.environ},
+        "plugins": list(map(_record_json, records)),
+        "carriers": {
+            name: {
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "distribution": host.provider(name).distribution,
+            }
+            for name, cls in carriers.items()
+        },
+        "operations": list(registered_operations()),
+        "dtypes": [d.name for d in CONCRETE_DTYPES],
+        "warnings": _warnings(host, records, carriers_error),
+    }
+    if args.json:
+        _emit(report)
+        return _exit_status(host, records)
+    versions = ", ".join(
+        f"{label} {report[key] or 'not installed'}"
+        for label, key in (("Python", "python"), ("numpy", "numpy"), ("pluggy", "pluggy"))
+    )
+    print(
+        f"conveyor-core {report['conveyor_core'] or 'unknown'} ({versions}) on {report['platform']}"
+    )
+    print(f"strict plugin mode: {'on' if host.strict else 'off'}")
+    for name, value in report["environment"].items():
+        print(f"environment: {name}={value!r}")
+    states = ", ".join(
+        f"{sum(r.state is s for r in records)} {s}"
+        for s in PluginState
+        if any(r.state is s for r in records)
+    )
+    print(f"\nplugins: {len(records)}" + (f" ({states})" if states else ""))
+    if records:
+        print(_plugins_table(records))
+    listed = ", ".join(f"{n} ({c['distribution'] or '-'})" for n, c in report["carriers"].items())
+    print(f"\ncarriers: {listed or 'none'}")
+    print(f"operations: {len(report['operations'])} registered: {', '.join(report['operations'])}")
+    print(f"dtypes: {', '.join(report['dtypes'])}")
+    if report["warnings"]:
+        print("\nwarnings:")
+        for warning in report["warnings"]:
+            print(f"  - {warning['problem']}\n    fix: {warning['fix']}")
+    else:
+        print("\nno problems found")
+    return _exit_status(host, records)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="conveyor", description="Inspect Conveyor's plugins and carriers."
+    )
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    specs: tuple[tuple[str, str, _Command], ...] = (
+        ("plugins", "list discovered plugins and their states", _cmd_plugins),
+        ("carriers", "list loaded carriers and what they support", _cmd_carriers),
+        ("doctor", "versions, plugin states, and warnings with fixes", _cmd_doctor),
+    )
+    for name, summary, command in specs:
+        sub = commands.add_parser(name, help=summary, description=summary)
+        sub.add_argument("--json", action="store_true", help="print one JSON document")
+        sub.set_defaults(command=command)
+        if name == "carriers":
+            sub.add_argument(
+                "--matrix", action="store_true", help="operation x carrier table of plan counts"
+            )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``conveyor`` command on ``argv`` (default ``sys.argv[1:]``); return the status."""
+    args = _parser().parse_args(argv)
+    command: _Command = args.command
+    try:
+        plugins.host()
+    except (TypeError, ValueError) as exc:  # a malformed CONVEYOR_* variable, named by exc
+        print(f"conveyor: {exc}", file=sys.stderr)
+        return 2
+    with warnings.catch_warnings():
+        # The commands report conflicts themselves, with the fix; a Python warning on stderr
+        # pointing into the host would only repeat it less readably.
+        warnings.simplefilter("ignore", PluginConflictWarning)
+        return command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

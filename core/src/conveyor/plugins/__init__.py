@@ -1,0 +1,35 @@
+"""The plugin host: carriers and extensions discovered from the ``conveyor.plugins`` entry points.
+
+Importing this package reads no distribution metadata and imports no plugin; the default host
+scans on first use (``host().plugins()``, the first tensor naming a carrier, the ``conveyor``
+command). A plugin module declares ``CONVEYOR_PLUGIN_API = "1.0"`` and implements hooks with
+``@hookimpl``; see ``docs/plugins.md``.
+"""
+
+from __future__ import annotations
+
+from conveyor.plugins._config import ENVIRONMENT_VARIABLES
+from conveyor.plugins._hookspecs import PLUGIN_API_VERSION, hookimpl, hookspec
+from conveyor.plugins._host import PluginHost, host, set_default_host
+from conveyor.plugins._state import (
+    PluginConflictWarning,
+    PluginError,
+    PluginRecord,
+    PluginState,
+    PluginUnavailable,
+)
+
+__all__ = [
+    "ENVIRONMENT_VARIABLES",
+    "PLUGIN_API_VERSION",
+    "PluginConflictWarning",
+    "PluginError",
+    "PluginHost",
+    "PluginRecord",
+    "PluginState",
+    "PluginUnavailable",
+    "hookimpl",
+    "hookspec",
+    "host",
+    "set_default_host",
+]

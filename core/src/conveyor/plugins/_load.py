@@ -1,0 +1,399 @@
+"""Loading one plugin in isolation: import, API handshake, registration, hooks, validation.
+
+``load`` never raises because of the plugin: every failure becomes the plugin's state, with a
+message that names the distribution, the entry point and the hook, and the kept traceback. A
+plugin contributes everything or nothing: if any hook fails, the plugin is unregistered and all
+it returned is dropped, so the host never runs with half a plugin.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast, final
+
+import attrs
+import pluggy
+
+from conveyor.plugins._config import _HostConfig
+from conveyor.plugins._discovery import _Candidate, registration_name
+from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
+from conveyor.plugins._state import PluginRecord, PluginState, PluginUnavailable
+
+if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
+
+__all__: list[str] = []
+
+_CARRIERS_HOOK: Final = "conveyor_carriers"
+_OBSERVERS_HOOK: Final = "conveyor_operation_observers"
+_CARRIER_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
+_API_DECLARATION: Final = re.compile(r"(\d+)\.(\d+)")
+_MISSING: Final = object()
+
+_Observer: TypeAlias = Callable[[object], None]
+_T = TypeVar("_T")
+
+
+@final
+@attrs.frozen
+class _Outcome:
+    """The result of loading one plugin: its record and, when loaded, what it contributes."""
+
+    record: PluginRecord
+    carriers: Mapping[str, type[Carrier]] = attrs.field(factory=dict)
+    #: Hook name -> items, for the collection hooks other than carriers and observers.
+    contributions: Mapping[str, tuple[object, ...]] = attrs.field(factory=dict)
+    observers: tuple[_Observer, ...] = ()
+    #: The exception behind a failure, so strict mode can chain it; not part of equality.
+    cause: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+
+
+class _Failure(Exception):
+    """Internal: one loading step failed; carries the state the plugin ends in."""
+
+    def __init__(
+        self,
+        state: PluginState,
+        message: str,
+        *,
+        hook: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.state = state
+        self.message = message
+        self.hook = hook
+        self.cause = cause
+
+
+def compatible_versions() -> str:
+    """The ``CONVEYOR_PLUGIN_API`` declarations this host loads, for messages."""
+    major, minor = PLUGIN_API_VERSION
+    if minor == 0:
+        return f"{major}.0"
+    return f"{major}.0 to {major}.{minor}"
+
+
+def _block_hint(candidate: _Candidate) -> str:
+    return f"fix the plugin or block it with CONVEYOR_DISABLE_PLUGINS={candidate.name}"
+
+
+def _declared_api(candidate: _Candidate, plugin: object) -> object:
+    declared = getattr(plugin, "CONVEYOR_PLUGIN_API", _MISSING)
+    if declared is _MISSING:
+        # ``module:attribute`` entry points name an object; the declaration lives in its module.
+        module = sys.modules.get(candidate.entry_point.module)
+        declared = getattr(module, "CONVEYOR_PLUGIN_API", _MISSING)
+    return declared
+
+
+def _check_api(candidate: _Candidate, declared: object) -> str:
+    """The declared version; raises ``_Failure(INCOMPATIBLE)`` unless this host speaks it."""
+    host = ".".join(map(str, PLUGIN_API_VERSION))
+    wanted = compatible_versions()
+    if declared is _MISSING:
+        msg = (
+            f"{candidate.label}: {candidate.entry_point.module} does not declare "
+            f"CONVEYOR_PLUGIN_API; this conveyor-core speaks plugin API {host} and loads plugins "
+            f'declaring {wanted}: add CONVEYOR_PLUGIN_API = "{host}" if the plugin was written '
+            f"for it"
+        )
+        raise _Failure(PluginState.INCOMPATIBLE, msg)
+    match = _API_DECLARATION.fullmatch(declared) if isinstance(declared, str) else None
+    if match is None:
+        msg = (
+            f"{candidate.label}: CONVEYOR_PLUGIN_API = {declared!r} ({type(declared).__name__}) "
+            f'is not a "MAJOR.MINOR" string; this conveyor-core loads plugins declaring {wanted}'
+        )
+        raise _Failure(PluginState.INCOMPATIBLE, msg)
+    version = (int(match[1]), int(match[2]))
+    if version[0] != PLUGIN_API_VERSION[0] or version[1] > PLUGIN_API_VERSION[1]:
+        newer = version > PLUGIN_API_VERSION
+        fix = (
+            f"upgrade conveyor-core to one that speaks plugin API {declared}"
+            if newer
+            else f"install a release of {candidate.distribution or candidate.name} written "
+            f"for plugin API {wanted}"
+        )
+        msg = (
+            f"{candidate.label}: written for plugin API {declared}, but this conveyor-core speaks "
+            f"plugin API {host} and loads plugins declaring {wanted}; {fix}, or block it with "
+            f"CONVEYOR_DISABLE_PLUGINS={candidate.name}"
+        )
+        raise _Failure(PluginState.INCOMPATIBLE, msg)
+    return match.string
+
+
+def _import(candidate: _Candidate) -> object:
+    try:
+        return candidate.entry_point.load()
+    except PluginUnavailable as exc:
+        raise _Failure(PluginState.UNAVAILABLE, f"{candidate.label}: {exc}", cause=exc) from exc
+    # SystemExit too: a plugin must never stop the host, not even by exiting at import.
+    except (Exception, SystemExit) as exc:
+        msg = (
+            f"{candidate.label}: importing {candidate.value!r} raised {type(exc).__name__}: "
+            f"{exc}; {_block_hint(candidate)}"
+        )
+        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
+
+
+def _check_implementations(
+    manager: pluggy.PluginManager, candidate: _Candidate, plugin: object
+) -> None:
+    """Refuse unknown hooks, wrappers and arguments before pluggy registers anything.
+
+    pluggy would catch most of these too, but its messages do not name the distribution, and
+    Conveyor calls implementations directly, so a wrapper (a generator) would misbehave.
+    """
+    for attribute in dir(plugin):
+        opts = manager.parse_hookimpl_opts(plugin, attribute)
+        if opts is None:
+            continue
+        hook = opts.get("specname") or attribute
+        what = f"{candidate.label}: hook {hook}"
+        if hook not in HOOK_NAMES:
+            msg = (
+                f"{candidate.label}: {attribute} implements unknown hook {hook!r}; Conveyor "
+                f"hooks are {', '.join(HOOK_NAMES)} (check the spelling, or the plugin needs a "
+                f"newer conveyor-core)"
+            )
+            raise _Failure(PluginState.BROKEN, msg, hook=hook)
+        if opts.get("wrapper") or opts.get("hookwrapper"):
+            msg = f"{what} is declared as a wrapper; Conveyor hooks return data, use @hookimpl"
+            raise _Failure(PluginState.BROKEN, msg, hook=hook)
+        try:
+            signature = inspect.signature(getattr(plugin, attribute))
+        except (TypeError, ValueError):  # no introspectable signature: leave it to pluggy
+            continue
+        required = [
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        if required:
+            msg = f"{what} takes arguments {required}; Conveyor hooks take none"
+            raise _Failure(PluginState.BROKEN, msg, hook=hook)
+
+
+def _register(manager: pluggy.PluginManager, candidate: _Candidate, plugin: object) -> None:
+    """Validate and register the plugin's hooks; any failure leaves the manager unchanged."""
+    name = candidate.registration_name
+    try:
+        _check_implementations(manager, candidate, plugin)
+        other = manager.get_name(plugin)
+        if other is not None:
+            msg = (
+                f"{candidate.label}: {candidate.value!r} is already loaded as plugin {other!r}; "
+                f"declare one entry point per plugin object"
+            )
+            raise _Failure(PluginState.BROKEN, msg)
+        manager.register(plugin, name=name)
+        manager.check_pending()
+    except _Failure:
+        raise
+    # Anything else comes from the plugin object (pluggy's validation, or attribute access on
+    # an odd plugin object); it must not escape to the host.
+    except (Exception, SystemExit) as exc:
+        _unregister(manager, name)
+        detail = "; ".join(str(exc).splitlines())
+        msg = (
+            f"{candidate.label}: registering its hooks failed with {type(exc).__name__}: "
+            f"{detail}; {_block_hint(candidate)}"
+        )
+        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
+
+
+def _unregister(manager: pluggy.PluginManager, name: str) -> None:
+    if manager.get_plugin(name) is not None:
+        manager.unregister(name=name)
+
+
+def unregister(manager: pluggy.PluginManager, record: PluginRecord) -> None:
+    """Remove a plugin found broken after loading (e.g. its observers could not be installed)."""
+    _unregister(manager, registration_name(record.distribution, record.name))
+
+
+def _carrier_base() -> type[Carrier]:
+    # Imported on first use: conveyor.carrier pulls in the policy tables, which
+    # ``import conveyor.plugins`` must not pay for.
+    from conveyor.carrier import Carrier
+
+    return Carrier
+
+
+def _validate_carriers(
+    candidate: _Candidate, base: type[Carrier], result: object
+) -> dict[str, type[Carrier]]:
+    what = f"{candidate.label}: hook {_CARRIERS_HOOK}"
+    if not isinstance(result, Mapping):
+        msg = (
+            f"{what} returned {result!r} ({type(result).__name__}); return a mapping of "
+            f"lower-case names to conveyor.Carrier subclasses, e.g. {{'cpu': CPU}}"
+        )
+        raise _Failure(PluginState.BROKEN, msg, hook=_CARRIERS_HOOK)
+    found: dict[str, type[Carrier]] = {}
+    for name, cls in result.items():
+        if not isinstance(name, str) or _CARRIER_NAME.fullmatch(name) is None:
+            msg = (
+                f"{what}: carrier name {name!r} is not a lower-case identifier; register it as "
+                f"e.g. {re.sub(r'[^a-z0-9_]', '_', str(name).strip().lower())!r}"
+            )
+            raise _Failure(PluginState.BROKEN, msg, hook=_CARRIERS_HOOK)
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            msg = (
+                f"{what}: {name!r} maps to {cls!r} ({type(cls).__name__}), which is not a "
+                f"conveyor.Carrier subclass"
+            )
+            raise _Failure(PluginState.BROKEN, msg, hook=_CARRIERS_HOOK)
+        found[name] = cls
+    return found
+
+
+def _validate_items(candidate: _Candidate, hook: str, result: object) -> tuple[object, ...]:
+    what = f"{candidate.label}: hook {hook}"
+    if (
+        result is None
+        or isinstance(result, str | bytes | Mapping)
+        or not isinstance(result, Iterable)
+    ):
+        msg = (
+            f"{what} returned {result!r} ({type(result).__name__}); return a list (empty when "
+            f"there is nothing to contribute)"
+        )
+        raise _Failure(PluginState.BROKEN, msg, hook=hook)
+    items = tuple(result)
+    if hook == _OBSERVERS_HOOK:
+        for item in items:
+            if not callable(item):
+                msg = f"{what}: observer {item!r} ({type(item).__name__}) is not callable"
+                raise _Failure(PluginState.BROKEN, msg, hook=hook)
+    return items
+
+
+def _run_hook(
+    candidate: _Candidate,
+    hook: str,
+    function: Callable[[], object],
+    validate: Callable[[object], _T],
+) -> _T:
+    """Call one hook implementation and validate its result, attributing any failure.
+
+    Validation runs inside the same guard because it executes plugin code too (a generator's
+    body, a mapping's ``items``).
+    """
+    try:
+        return validate(function())
+    except _Failure:
+        raise
+    except PluginUnavailable as exc:
+        msg = f"{candidate.label}: hook {hook}: {exc}"
+        raise _Failure(PluginState.UNAVAILABLE, msg, hook=hook, cause=exc) from exc
+    except (Exception, SystemExit) as exc:
+        msg = (
+            f"{candidate.label}: hook {hook} raised {type(exc).__name__}: {exc}; "
+            f"{_block_hint(candidate)}"
+        )
+        raise _Failure(PluginState.BROKEN, msg, hook=hook, cause=exc) from exc
+
+
+def _collect(manager: pluggy.PluginManager, candidate: _Candidate, api: str) -> _Outcome:
+    """Call every hook the plugin implements, in ``HOOK_NAMES`` order, and validate the results."""
+    name = candidate.registration_name
+    carriers: dict[str, type[Carrier]] = {}
+    contributions: dict[str, tuple[object, ...]] = {}
+    for hook in HOOK_NAMES:
+        caller = getattr(manager.hook, hook)
+        for impl in [i for i in caller.get_hookimpls() if i.plugin_name == name]:
+            if hook != _CARRIERS_HOOK:
+                validate_items = functools.partial(_validate_items, candidate, hook)
+                items = _run_hook(candidate, hook, impl.function, validate_items)
+                contributions[hook] = contributions.get(hook, ()) + items
+                continue
+            # Imported outside the guard on purpose: if the core cannot import its own
+            # Carrier, that is a broken conveyor-core installation, not a broken plugin.
+            validate_carriers = functools.partial(_validate_carriers, candidate, _carrier_base())
+            for key, cls in _run_hook(candidate, hook, impl.function, validate_carriers).items():
+                if carriers.setdefault(key, cls) is not cls:
+                    msg = (
+                        f"{candidate.label}: hook {hook}: {key!r} is returned twice, for "
+                        f"{carriers[key]!r} and {cls!r}"
+                    )
+                    raise _Failure(PluginState.BROKEN, msg, hook=hook)
+    # _validate_items checked that every observer is callable.
+    observers = cast(tuple[_Observer, ...], contributions.pop(_OBSERVERS_HOOK, ()))
+    record = _record(candidate, PluginState.LOADED, api=api, carriers=tuple(sorted(carriers)))
+    return _Outcome(record, carriers, contributions, observers)
+
+
+def _record(
+    candidate: _Candidate,
+    state: PluginState,
+    *,
+    api: str | None = None,
+    carriers: tuple[str, ...] = (),
+    error: str | None = None,
+    cause: BaseException | None = None,
+    hook: str | None = None,
+) -> PluginRecord:
+    text = None
+    if cause is not None:
+        import traceback  # only failures need it; keeps ``import conveyor`` lighter
+
+        text = "".join(traceback.format_exception(cause))
+    return PluginRecord(
+        name=candidate.name,
+        distribution=candidate.distribution,
+        version=candidate.version,
+        entry_point=candidate.value,
+        state=state,
+        carriers=carriers,
+        api_version=api,
+        error=error,
+        traceback=text,
+        hook=hook,
+    )
+
+
+def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
+    """Load one plugin and return its outcome; failures of the plugin never propagate."""
+    reason = config.exclusion(candidate.name, candidate.distribution)
+    if reason is not None:
+        error = f"{candidate.label}: {reason}"
+        return _Outcome(_record(candidate, PluginState.DISABLED, error=error))
+    api: str | None = None
+    try:
+        plugin = _import(candidate)
+        declared = _declared_api(candidate, plugin)
+        # Recorded as written even when refused, so the listing shows what the plugin said.
+        api = declared if isinstance(declared, str) else None
+        api = _check_api(candidate, declared)
+        _register(manager, candidate, plugin)
+        try:
+            return _collect(manager, candidate, api)
+        except _Failure:
+            _unregister(manager, candidate.registration_name)
+            raise
+    except _Failure as failure:
+        record = _record(
+            candidate,
+            failure.state,
+            api=api,
+            error=failure.message,
+            cause=failure.cause,
+            hook=failure.hook,
+        )
+        return _Outcome(record, cause=failure.cause)
+
+
+def shadowed_outcome(candidate: _Candidate, used: _Candidate) -> _Outcome:
+    """The outcome of an entry point that repeats another one's name with another target."""
+    msg = (
+        f"{candidate.label}: the distribution declares entry point {candidate.name!r} twice, for "
+        f"{used.value!r} and {candidate.value!r}; only the first is loaded, remove the other"
+    )
+    return _Outcome(_record(candidate, PluginState.BROKEN, error=msg))
