@@ -93,8 +93,14 @@ VIEW_OPERATIONS = (
 )
 
 
-def call(name: str, operands: tuple[Any, ...], fields: dict[str, Any]) -> Any:
-    """Dispatch ``name`` on the operands' carrier and run it (the body of every public function)."""
+def call(
+    name: str, operands: tuple[Any, ...], fields: dict[str, Any], *, build: bool = False
+) -> Any:
+    """Dispatch ``name`` on the operands' carrier and run it (the body of every public function).
+
+    Options are built only when keywords were given (or ``build``: the schema has required
+    fields, so a missing one is refused here, before dispatch), keeping option-free calls cheap.
+    """
     carrier = None
     for x in operands:
         if type(x) is Tensor:
@@ -110,13 +116,15 @@ def call(name: str, operands: tuple[Any, ...], fields: dict[str, Any]) -> Any:
     if carrier is None:
         msg = f"{name}: at least one operand must be a Tensor, got {operands!r}"
         raise TypeError(msg)
-    options = OperationExecutionOptions(name, **fields) if fields else None
+    options = OperationExecutionOptions(name, **fields) if fields or build else None
     return carrier.dispatch_op(name).forward(*operands, options=options)
 
 
 def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Callable[..., Any]:
     n = len(roles)
     required = n - len(optional)
+    schema = options_schema(name)
+    build = any(field.required for field in schema.values())
 
     def function(*operands: Any, **fields: Any) -> Any:
         if len(operands) != n:
@@ -125,7 +133,7 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
             else:
                 msg = f"{name}() takes {n} operand(s) ({', '.join(roles)}), got {len(operands)}"
                 raise TypeError(msg)
-        return call(name, operands, fields)
+        return call(name, operands, fields, build=build)
 
     params = [
         inspect.Parameter(

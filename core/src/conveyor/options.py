@@ -3,8 +3,9 @@
 Every dispatch name has a schema (field names, accepted types, defaults) in one table below.
 ``OperationExecutionOptions`` checks a call's options against it once, at construction, so
 carriers read already-normalised values and never re-validate. Construction sits on the hot
-path of every call that has options, so validation is one dict lookup and one type test per
-field; the hash is computed only when something asks for it.
+path of every call that has options, so it costs one membership test, one type test and one
+slot store per field; fields read back as plain slots, and the hash is computed only when
+something asks for it.
 """
 
 from __future__ import annotations
@@ -497,16 +498,11 @@ class OperationExecutionOptions:
                     raise _refusal(name, _SCHEMAS[name].specs[key], value, bad) from None
                 given += 1
             elif default is _REQUIRED:
-                missing = ", ".join(r[0] for r in rows if r[2] is _REQUIRED and r[0] not in fields)
-                msg = f"{name}: missing required option(s) {missing}"
-                raise TypeError(msg)
+                _refuse_fields(name, fields)
             else:
                 set_slot(self, default)
         if given != len(fields):
-            unknown = next(k for k in fields if k not in _SCHEMAS[name].specs)
-            accepted = ", ".join(_SCHEMAS[name].specs) or "none"
-            msg = f"{name}: unknown option {unknown!r}; accepted options: {accepted}"
-            raise TypeError(msg)
+            _refuse_fields(name, fields)
         if check is not None:
             check(name, self)
 
@@ -571,6 +567,18 @@ class OperationExecutionOptions:
 # object.__setattr__ on the hot path.
 _set_name = OperationExecutionOptions.__dict__["name"].__set__
 _set_hash = OperationExecutionOptions.__dict__["_hash"].__set__
+
+
+def _refuse_fields(name: str, fields: dict[str, object]) -> NoReturn:
+    # An unknown field is reported first: it is often a misspelt required one.
+    specs = _SCHEMAS[name].specs
+    for key in fields:
+        if key not in specs:
+            msg = f"{name}: unknown option {key!r}; accepted options: {', '.join(specs) or 'none'}"
+            raise TypeError(msg)
+    missing = ", ".join(k for k, spec in specs.items() if spec.required and k not in fields)
+    msg = f"{name}: missing required option(s) {missing}"
+    raise TypeError(msg)
 
 
 def _rebuild(name: str, fields: dict[str, object]) -> OperationExecutionOptions:
