@@ -19,7 +19,9 @@ __all__ = ["ArrayStorage", "aligned_empty", "strided_view"]
 _ALIGN = 64
 
 
-def aligned_empty(size: int, np_dtype: np.dtype[Any], *, zero: bool = False) -> np.ndarray[Any, Any]:
+def aligned_empty(
+    size: int, np_dtype: np.dtype[Any], *, zero: bool = False
+) -> np.ndarray[Any, Any]:
     """A flat array of ``size`` items whose data starts on a 64-byte boundary (cache line)."""
     nbytes = size * np_dtype.itemsize
     raw = (np.zeros if zero else np.empty)(nbytes + _ALIGN, np.uint8)

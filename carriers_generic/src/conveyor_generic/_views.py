@@ -17,7 +17,6 @@ import conveyor as cv
 from conveyor import functional as F
 from conveyor.layout import normalize_axes
 from conveyor.tensor import Tensor
-
 from conveyor_generic._storage import ArrayStorage
 
 __all__ = ["VIEW_OPERATIONS", "parse_rearrange"]

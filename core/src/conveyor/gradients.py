@@ -251,14 +251,6 @@ def _pow(c: _Call) -> tuple[_Grad, ...]:
     return (ga, gb)
 
 
-def _maximum(c: _Call) -> tuple[_Grad, ...]:
-    return _extremum(c, _lt)
-
-
-def _minimum(c: _Call) -> tuple[_Grad, ...]:
-    return _extremum(c, lambda p, q: _lt(q, p))
-
-
 def _extremum(c: _Call, beats: Callable[[Any, Any], _Mask]) -> tuple[_Grad, ...]:
     """``input`` wins where it beats ``other`` or is NaN; ties split the gradient in halves."""
     a, b = c.inputs
@@ -298,51 +290,13 @@ def _abs(x: Tensor, g: Tensor, c: _Call) -> Tensor:
 
 
 def _recip(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    out: Tensor = _F.recip(x)
+    out = _F.recip(x)
     return _F.neg(_F.mul(g, _F.mul(out, out)))
 
 
-def _sqrt(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.div(g, _F.mul(_F.sqrt(x), 2))
-
-
 def _rsqrt(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    out: Tensor = _F.rsqrt(x)
-    cube = _F.mul(_F.mul(out, out), out)
-    return _F.mul(_F.mul(g, -0.5), cube)
-
-
-def _exp(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.mul(g, _F.exp(x))
-
-
-def _exp2(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.mul(g, _F.mul(_F.exp2(x), _LN2))
-
-
-def _log(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.div(g, x)
-
-
-def _log2(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.div(g, _F.mul(x, _LN2))
-
-
-def _sin(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.mul(g, _F.cos(x))
-
-
-def _cos(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.neg(_F.mul(g, _F.sin(x)))
-
-
-def _erf(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    bell = _F.exp(_F.neg(_F.mul(x, x)))
-    return _F.mul(g, _F.mul(bell, _ERF_SCALE))
-
-
-def _relu(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _where(_F.lt(0, x), g, 0, g)  # relu'(0) = 0
+    out = _F.rsqrt(x)
+    return _F.mul(_F.mul(g, -0.5), _F.mul(_F.mul(out, out), out))
 
 
 def _sigmoid(x: Tensor, g: Tensor, c: _Call) -> Tensor:
@@ -376,20 +330,33 @@ def _gelu(x: Tensor, g: Tensor, c: _Call) -> Tensor:
 
 def _silu(x: Tensor, g: Tensor, c: _Call) -> Tensor:
     s = _F.sigmoid(x)
-    slope = _F.mul(s, _F.add(1, _F.mul(x, _F.sub(1, s))))
-    return _F.mul(g, slope)
+    return _F.mul(g, _F.mul(s, _F.add(1, _F.mul(x, _F.sub(1, s)))))
 
 
-def _softplus(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _F.mul(g, _F.sigmoid(x))
-
-
-def _elu(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _where(_F.lt(0, x), g, _F.mul(g, _F.mul(_F.exp(x), c.options.alpha)), g)
-
-
-def _leaky_relu(x: Tensor, g: Tensor, c: _Call) -> Tensor:
-    return _where(_F.lt(0, x), g, _F.mul(g, c.options.negative_slope), g)
+# Rules of the form g * f'(x). Activations with a kink select instead of multiplying by a
+# mask, so an infinite cotangent where the slope is 0 gives 0, not NaN.
+_UNARY: Final[dict[str, Callable[[Tensor, Tensor, _Call], Tensor]]] = {
+    "neg": lambda x, g, c: _F.neg(g),
+    "abs": _abs,
+    "recip": _recip,
+    "sqrt": lambda x, g, c: _F.div(g, _F.mul(_F.sqrt(x), 2)),
+    "rsqrt": _rsqrt,
+    "exp": lambda x, g, c: _F.mul(g, _F.exp(x)),
+    "exp2": lambda x, g, c: _F.mul(g, _F.mul(_F.exp2(x), _LN2)),
+    "log": lambda x, g, c: _F.div(g, x),
+    "log2": lambda x, g, c: _F.div(g, _F.mul(x, _LN2)),
+    "sin": lambda x, g, c: _F.mul(g, _F.cos(x)),
+    "cos": lambda x, g, c: _F.neg(_F.mul(g, _F.sin(x))),
+    "erf": lambda x, g, c: _F.mul(g, _F.mul(_F.exp(_F.neg(_F.mul(x, x))), _ERF_SCALE)),
+    "relu": lambda x, g, c: _where(_F.lt(0, x), g, 0, g),  # relu'(0) = 0
+    "sigmoid": _sigmoid,
+    "tanh": _tanh,
+    "gelu": _gelu,
+    "silu": _silu,
+    "softplus": lambda x, g, c: _F.mul(g, _F.sigmoid(x)),
+    "elu": lambda x, g, c: _where(_F.lt(0, x), g, _F.mul(g, _F.mul(_F.exp(x), c.options.alpha)), g),
+    "leaky_relu": lambda x, g, c: _where(_F.lt(0, x), g, _F.mul(g, c.options.negative_slope), g),
+}
 
 
 def _clamp(c: _Call) -> tuple[_Grad, ...]:
@@ -630,29 +597,10 @@ _RULES: Final[dict[str, _Rule]] = {
     "elementwise_mul": _mul,
     "div": _div,
     "pow": _pow,
-    "maximum": _maximum,
-    "minimum": _minimum,
+    "maximum": lambda c: _extremum(c, _lt),
+    "minimum": lambda c: _extremum(c, lambda p, q: _lt(q, p)),
     "rem": _rem,
-    "neg": _unary(lambda x, g, c: _F.neg(g)),
-    "abs": _unary(_abs),
-    "recip": _unary(_recip),
-    "sqrt": _unary(_sqrt),
-    "rsqrt": _unary(_rsqrt),
-    "exp": _unary(_exp),
-    "exp2": _unary(_exp2),
-    "log": _unary(_log),
-    "log2": _unary(_log2),
-    "sin": _unary(_sin),
-    "cos": _unary(_cos),
-    "erf": _unary(_erf),
-    "relu": _unary(_relu),
-    "sigmoid": _unary(_sigmoid),
-    "tanh": _unary(_tanh),
-    "gelu": _unary(_gelu),
-    "silu": _unary(_silu),
-    "softplus": _unary(_softplus),
-    "elu": _unary(_elu),
-    "leaky_relu": _unary(_leaky_relu),
+    **{name: _unary(derivative) for name, derivative in _UNARY.items()},
     "clamp": _clamp,
     "select": _select,
     "reduce_sum": _reduce_sum,

@@ -288,10 +288,12 @@ class Layout:
 
 def normalize_axis(axis: int, ndim: int) -> int:
     """``axis`` counted from the front; negative axes count from the end (``IndexError`` if out)."""
-    if not -ndim <= axis < max(ndim, 1):
+    if ndim == 0 and axis in (0, -1):
+        return 0  # a 0-d tensor's single element answers to axis 0 and -1, as in PyTorch
+    if not -ndim <= axis < ndim:
         msg = f"axis {axis} is out of range for {ndim} axes"
         raise IndexError(msg)
-    return axis % ndim if ndim else 0
+    return axis % ndim
 
 
 def normalize_axes(axes: Sequence[int] | int | None, ndim: int) -> tuple[int, ...]:

@@ -256,11 +256,16 @@ class Tensor:
         return int(self.item())
 
     def astype(self, dtype: DType) -> Tensor:
-        """A copy converted to ``dtype`` on the same carrier class (NumPy casting rules)."""
-        if dtype is self._dtype:
-            return self
-        values = self.numpy().astype(dtype.numpy)
-        return _from_array(values, dtype, type(self._carrier))
+        """A copy converted to ``dtype`` on the same carrier class (NumPy casting rules).
+
+        Complex to real keeps the real part, as NumPy does, but deliberately: no ComplexWarning.
+        """
+        import numpy as np
+
+        values = self.numpy()
+        if self._dtype.is_complex and not _check_dtype(dtype).is_complex:
+            values = np.real(values)
+        return _from_array(values.astype(dtype.numpy), dtype, type(self._carrier))
 
     def clone(self) -> Tensor:
         """A contiguous copy in fresh storage of the same carrier class."""
@@ -272,15 +277,39 @@ class Tensor:
         return F.view(self, key=key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        """Write ``value`` (broadcast) into the elements ``self[key]`` selects, in place.
+
+        Refused for a leaf that requires grad and for views of one, as PyTorch does: the write
+        would silently change what autograd differentiates.
+        """
         import numpy as np
 
-        if self._requires_grad and self._grad_fn is None:
-            msg = "cannot write in place into a leaf tensor that requires grad; detach() first"
+        from conveyor.options import OperationExecutionOptions
+
+        if self._writes_into_grad_leaf():
+            msg = (
+                "cannot write in place into a leaf tensor that requires grad (or a view of "
+                "one); write into leaf.detach() or build a new tensor"
+            )
             raise RuntimeError(msg)
+        key = OperationExecutionOptions("view", key=key).key  # the same key rules as indexing
         layout = self._layout.index(key)
         source = value.numpy() if isinstance(value, Tensor) else value
         values = np.broadcast_to(np.asarray(source, dtype=self._dtype.numpy), layout.shape)
         self._carrier.import_span(layout, values)
+
+    def _writes_into_grad_leaf(self) -> bool:
+        from conveyor.functional import VIEW_OPERATIONS
+
+        t: Tensor | None = self
+        while t is not None:
+            op = t._grad_fn
+            if op is None:
+                return t._requires_grad
+            if op._operation_name not in VIEW_OPERATIONS or not op._grad_inputs:
+                return False
+            t = op._grad_inputs[0]
+        return False
 
     __hash__ = object.__hash__
 
@@ -489,7 +518,7 @@ def tensor(
         data = data.numpy()
     array = np.asarray(data)
     target = _check_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
-    result = _from_array(np.ascontiguousarray(array, dtype=target.numpy), target, cls)
+    result = _from_array(np.asarray(array, dtype=target.numpy), target, cls)
     if requires_grad:
         result.requires_grad = True
     return result
