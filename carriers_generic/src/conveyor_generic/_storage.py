@@ -71,7 +71,7 @@ class ArrayStorage(cv.Carrier):
             values = values.astype(dtype.numpy)
         shape = values.shape
         flat = values.reshape(-1) if values.flags.c_contiguous else values.ravel()
-        return Tensor._wrap(cls._from_flat(flat, dtype), cv.Layout(shape), dtype)
+        return Tensor._wrap(cls._from_flat(flat, dtype), cv.Layout.contiguous(shape), dtype)
 
     def view(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
         """Read-only NumPy view of the slots under ``layout`` (kernels read inputs this way)."""

@@ -29,13 +29,23 @@ def _as_shape(values: Iterable[Any] | int, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+# shape -> row-major strides, for shapes already seen (bounded: cleared when it grows large).
+_CONTIGUOUS: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    step = 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
+    found = _CONTIGUOUS.get(shape)
+    if found is None:
+        strides = []
+        step = 1
+        for extent in reversed(shape):
+            strides.append(step)
+            step *= max(extent, 1)
+        found = tuple(reversed(strides))
+        if len(_CONTIGUOUS) > 4096:
+            _CONTIGUOUS.clear()
+        _CONTIGUOUS[shape] = found
+    return found
 
 
 @final
@@ -45,12 +55,15 @@ class Layout:
     Frozen and hashable: layouts are values. Strides ``None`` means row-major contiguous.
     """
 
-    __slots__ = ("_hash", "offset", "shape", "strides")
+    __slots__ = ("_contiguous", "_hash", "_span", "offset", "shape", "size", "strides")
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
+    size: int  # number of logical elements
     _hash: int | None
+    _contiguous: bool
+    _span: tuple[int, int]
 
     def __init__(
         self,
@@ -73,13 +86,45 @@ class Layout:
         if offset < 0:
             msg = f"Layout: offset must be >= 0, got {offset!r}"
             raise ValueError(msg)
-        object.__setattr__(self, "shape", shape_t)
-        object.__setattr__(self, "strides", strides_t)
-        object.__setattr__(self, "offset", offset)
-        object.__setattr__(self, "_hash", None)
+        self._init(shape_t, strides_t, offset)
+
+    def _init(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
+        # Everything derived is computed once here: layouts are immutable and these are read
+        # on every storage access, so caching them keeps the per-operation path short.
+        size = math.prod(shape)
+        contiguous = True
+        low = high = offset
+        if size:
+            step = 1
+            for extent, stride in zip(reversed(shape), reversed(strides), strict=True):
+                if extent != 1 and stride != step:
+                    contiguous = False
+                step *= extent
+                reach = (extent - 1) * stride
+                if reach < 0:
+                    low += reach
+                else:
+                    high += reach
+            high += 1
+        setattr_ = object.__setattr__
+        setattr_(self, "shape", shape)
+        setattr_(self, "strides", strides)
+        setattr_(self, "offset", offset)
+        setattr_(self, "size", size)
+        setattr_(self, "_contiguous", contiguous)
+        setattr_(self, "_span", (low, high))
+        setattr_(self, "_hash", None)
 
     @classmethod
     def contiguous(cls, shape: Sequence[int] | int, offset: int = 0) -> Layout:
+        """Row-major contiguous layout of ``shape``; internal tuples skip re-validation."""
+        if type(shape) is tuple and offset == 0:
+            strides = _CONTIGUOUS.get(shape)
+            if strides is None:
+                return cls(shape)
+            self = object.__new__(cls)
+            self._init(shape, strides, 0)
+            return self
         return cls(shape, None, offset)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -101,42 +146,24 @@ class Layout:
     def __repr__(self) -> str:
         return f"Layout(shape={self.shape}, strides={self.strides}, offset={self.offset})"
 
+    def __reduce__(self) -> tuple[type[Layout], tuple[tuple[int, ...], tuple[int, ...], int]]:
+        return (Layout, (self.shape, self.strides, self.offset))
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        """Number of logical elements."""
-        return math.prod(self.shape)
-
-    @property
     def is_contiguous(self) -> bool:
         """Row-major contiguous (extent-1 axes may have any stride; empty layouts always are)."""
-        if 0 in self.shape:
-            return True  # no element to misplace, as NumPy's C_CONTIGUOUS flag says
-        step = 1
-        for extent, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
-            if extent != 1 and stride != step:
-                return False
-            step *= extent
-        return True
+        return self._contiguous
 
     def span(self) -> tuple[int, int]:
         """The half-open range of buffer slots this layout can touch (empty: ``(offset, offset)``).
 
         Carriers check it against their size before any read or write.
         """
-        if self.size == 0:
-            return (self.offset, self.offset)
-        low = high = self.offset
-        for extent, stride in zip(self.shape, self.strides, strict=True):
-            reach = (extent - 1) * stride
-            if reach < 0:
-                low += reach
-            else:
-                high += reach
-        return (low, high + 1)
+        return self._span
 
     # -- view algebra -----------------------------------------------------------------------
 
