@@ -249,6 +249,9 @@ def from_numpy(np_dtype: object) -> DType:
         key = np.dtype(np_dtype)  # type: ignore[call-overload]  # any dtype-like is allowed here
     except TypeError:
         key = None
+    if key is not None and key.byteorder not in "=|":
+        # Byte order is a storage detail (files, network data): '>f4' holds float32 values.
+        key = key.newbyteorder("=")
     found = _BY_NUMPY.get(key)
     if found is None:
         msg = f"NumPy dtype {np_dtype!r} has no conveyor equivalent"
