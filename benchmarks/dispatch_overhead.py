@@ -48,15 +48,22 @@ cv.register_operation_capabilities(
 )
 
 
-def _per_call(fn: Callable[[], object], repeat: int = 7, number: int = 20000) -> float:
-    """Best-of-``repeat`` seconds per call."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
+def _best_per_call(
+    cases: list[tuple[str, Callable[[], object]]], rounds: int = 15, number: int = 5000
+) -> list[tuple[str, float]]:
+    """Best seconds per call of each case, measured in interleaved rounds.
+
+    Interleaving makes every case see the same background load, so the ratios stay honest on
+    a busy machine; the minimum over rounds approaches the unloaded cost.
+    """
+    best = dict.fromkeys((name for name, _ in cases), float("inf"))
+    for _ in range(rounds):
+        for name, fn in cases:
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
+    return [(name, best[name]) for name, _ in cases]
 
 
 def _plain(a: object, b: object) -> object:
@@ -70,17 +77,16 @@ def main() -> None:
     y = cv.Tensor(carrier, cv.Layout((4,)), requires_grad=True)
     cv.resolve_plan("add", cv.float32, cv.float32)
 
-    rows = [
-        ("plain Python call", _per_call(lambda: _plain(x, x))),
-        ("resolve_plan (cached)", _per_call(lambda: cv.resolve_plan("add", cv.float32, cv.float32))),
-        ("dispatch_op", _per_call(lambda: carrier.dispatch_op("add"))),
-        ("dispatch_op + forward", _per_call(lambda: carrier.dispatch_op("add").forward(x, x))),
-        (
-            "dispatch_op + forward (grad)",
-            _per_call(lambda: carrier.dispatch_op("add").forward(y, x)),
-        ),
-        ("cv.add (public function)", _per_call(lambda: cv.add(x, x))),
-    ]
+    rows = _best_per_call(
+        [
+            ("plain Python call", lambda: _plain(x, x)),
+            ("resolve_plan (cached)", lambda: cv.resolve_plan("add", cv.float32, cv.float32)),
+            ("dispatch_op", lambda: carrier.dispatch_op("add")),
+            ("dispatch_op + forward", lambda: carrier.dispatch_op("add").forward(x, x)),
+            ("dispatch_op + forward (grad)", lambda: carrier.dispatch_op("add").forward(y, x)),
+            ("cv.add (public function)", lambda: cv.add(x, x)),
+        ]
+    )
     unit = rows[0][1]
     print(f"{'measurement':<32} {'us/call':>9} {'x plain call':>13}")
     for name, seconds in rows:

@@ -77,13 +77,16 @@ def enable_grad() -> Any:
 
 def attach(op: Operation, result: OperationResult) -> None:
     """Make ``op`` the autograd node of every differentiable output in ``result``."""
-    outputs = result if isinstance(result, tuple) else (result,)
-    op._outputs_meta = tuple((out.shape, out.dtype) for out in outputs)
-    for index, out in enumerate(outputs):
-        if out.dtype.is_differentiable:
-            out._grad_fn = op
-            out._output_index = index
-            out._requires_grad = True
+    if type(result) is tuple:
+        op._n_outputs = len(result)
+        for index, out in enumerate(result):
+            if out._dtype.is_differentiable:
+                out._grad_fn = op
+                out._output_index = index
+                out._requires_grad = True
+    elif result._dtype.is_differentiable:  # type: ignore[union-attr]  # a single Tensor
+        result._grad_fn = op  # type: ignore[union-attr]
+        result._requires_grad = True  # type: ignore[union-attr]
 
 
 def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -223,7 +226,7 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                     continue
                 buf = pending.get(id(producer))
                 if buf is None:
-                    buf = pending[id(producer)] = [None] * len(producer._outputs_meta)
+                    buf = pending[id(producer)] = [None] * producer._n_outputs
                 prev = buf[t._output_index]
                 buf[t._output_index] = g if prev is None else F.add(prev, g)
         if not retain_graph:
@@ -234,7 +237,7 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
 
 
 def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
-    slots: list[Tensor | None] = [None] * len(op._outputs_meta)
+    slots: list[Tensor | None] = [None] * op._n_outputs
     slots[index] = gradient
     return slots
 

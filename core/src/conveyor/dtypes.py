@@ -62,12 +62,23 @@ class DType:
     central planning refuses them with ``TypeError``.
     """
 
-    __slots__ = ("_members", "_numpy", "is_abstract", "itemsize", "kind", "name")
+    __slots__ = (
+        "_members",
+        "_numpy",
+        "is_abstract",
+        "is_differentiable",
+        "itemsize",
+        "kind",
+        "name",
+    )
 
     name: str
     kind: str
     itemsize: int
     is_abstract: bool
+    #: Floating and complex dtypes carry gradients; the rest never do. A plain attribute
+    #: because autograd reads it for every output of every recorded operation.
+    is_differentiable: bool
     _members: frozenset[str]
     _numpy: np.dtype[Any] | None
 
@@ -79,6 +90,7 @@ class DType:
         self.kind = kind
         self.itemsize = itemsize
         self.is_abstract = kind == "category"
+        self.is_differentiable = kind in ("floating", "complex_floating")
         self._members = members if self.is_abstract else frozenset({name})
         self._numpy = None
         _REGISTRY[name] = self
@@ -111,11 +123,6 @@ class DType:
     @property
     def is_bool(self) -> bool:
         return self.kind == "bool"
-
-    @property
-    def is_differentiable(self) -> bool:
-        """Floating and complex dtypes carry gradients; the rest never do."""
-        return self.kind in ("floating", "complex_floating")
 
     @property
     def bits(self) -> int:

@@ -59,7 +59,7 @@ class Operation:
     _saved_released: bool = False
     # Inputs the autograd engine routes gradients to: the tensor positional inputs, in order.
     _grad_inputs: tuple[Tensor, ...] = ()
-    _outputs_meta: tuple[tuple[tuple[int, ...], Any], ...] = ()
+    _n_outputs: int = 1
     # output index -> non-leaf result that asked for retain_grad(); replaced, never mutated.
     _retained: dict[int, Tensor] = {}  # noqa: RUF012  # read-only class default
 
@@ -218,9 +218,10 @@ class Operation:
         return plan
 
     def _save(self, inputs: tuple[Any, ...]) -> None:
-        tensors = tuple(x for x in inputs if isinstance(x, Tensor))
+        tensors = tuple([x for x in inputs if type(x) is Tensor])
         self._saved = inputs
-        self._saved_versions = tuple((t, t.version) for t in tensors)
+        # The carrier's write counter at save time; read directly, this runs on every call.
+        self._saved_versions = tuple([(t, t._carrier._version) for t in tensors])
         self._grad_inputs = tensors
 
     def _release_saved(self) -> None:
