@@ -98,4 +98,5 @@ class ArrayStorage(cv.Carrier):
         strided_view(self._array, layout)[...] = values
 
     def _release(self) -> None:
-        self._array = self._array[:0]
+        # A fresh empty array, not a slice: a slice would keep the whole buffer alive.
+        self._array = np.empty(0, self._array.dtype)

@@ -15,7 +15,15 @@ from conveyor.capabilities import (
     register_operation_capabilities,
 )
 from conveyor.carrier import Carrier, DependentCarrier, closed_carrier, is_closed_carrier
-from conveyor.definitions import CarrierDefinition, register_carrier_definition
+from conveyor.definitions import (
+    NON_DIFFERENTIABLE,
+    BoundCall,
+    OperationDefinition,
+    ResolvedInvocation,
+    ResultSpec,
+    define_operation,
+    operation_definition,
+)
 from conveyor.dtypes import (
     DType,
     any_dtype,
@@ -109,6 +117,7 @@ from conveyor.functional import (
     view,
 )
 from conveyor.layout import Layout, broadcast_shapes
+from conveyor.move import MoveRoute, move, move_route, move_routes, register_move_route
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
 from conveyor.plugins import hookimpl
@@ -120,6 +129,28 @@ from conveyor.policy import (
     resolve_plan,
 )
 from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
+from conveyor.providers import (
+    CarrierDefinition,
+    CarrierFacet,
+    CompositeProvider,
+    KernelExecutionInterface,
+    KernelPack,
+    KernelPattern,
+    KernelProvider,
+    PreparedComposite,
+    ProviderCompletion,
+    ProviderContractError,
+    ProviderResult,
+    StorageProvider,
+    TransferProvider,
+    TransferRoute,
+    Unsupported,
+    adopt_storage,
+    definition_capabilities,
+    register_carrier_definition,
+    register_kernel_pack,
+    storage_handle,
+)
 from conveyor.tensor import (
     Subtensor,
     Tensor,
@@ -137,29 +168,50 @@ from conveyor.warnings import ConveyorWarning
 __version__ = "0.1.0"
 
 __all__ = [
+    "BoundCall",
     "CapabilitySet",
     "Carrier",
     "CarrierDefinition",
+    "CarrierFacet",
+    "CompositeProvider",
     "ConveyorWarning",
     "DType",
     "DependentCarrier",
+    "KernelExecutionInterface",
+    "KernelPack",
+    "KernelPattern",
+    "KernelProvider",
     "Layout",
+    "MoveRoute",
+    "NON_DIFFERENTIABLE",
     "OperandCapability",
     "OperandPlan",
     "Operation",
     "OperationCapability",
+    "OperationDefinition",
     "OperationExecutionOptions",
     "OperationPlan",
     "OperationRecord",
     "OperationSpec",
+    "PreparedComposite",
     "Profiler",
+    "ProviderCompletion",
+    "ProviderContractError",
+    "ProviderResult",
+    "ResolvedInvocation",
+    "ResultSpec",
+    "StorageProvider",
     "Subtensor",
     "Tensor",
+    "TransferProvider",
+    "TransferRoute",
+    "Unsupported",
     "UnsupportedOperationPlan",
     "__version__",
     "abs",
     "add",
     "add_observer",
+    "adopt_storage",
     "any_dtype",
     "arange",
     "argmax",
@@ -179,6 +231,8 @@ __all__ = [
     "cos",
     "cumsum",
     "declared_capabilities",
+    "define_operation",
+    "definition_capabilities",
     "div",
     "dtype",
     "elementwise_mul",
@@ -216,6 +270,9 @@ __all__ = [
     "matmul",
     "maximum",
     "minimum",
+    "move",
+    "move_route",
+    "move_routes",
     "mul",
     "ne",
     "neg",
@@ -223,6 +280,7 @@ __all__ = [
     "numeric",
     "ones",
     "ones_like",
+    "operation_definition",
     "permute",
     "plugins",
     "pow",
@@ -235,6 +293,8 @@ __all__ = [
     "reduce_prod",
     "reduce_sum",
     "register_carrier_definition",
+    "register_kernel_pack",
+    "register_move_route",
     "register_operation_capabilities",
     "registered_operations",
     "relu",
@@ -256,6 +316,7 @@ __all__ = [
     "sort",
     "sqrt",
     "squeeze",
+    "storage_handle",
     "sub",
     "tanh",
     "tensor",

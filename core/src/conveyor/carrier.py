@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 
     from conveyor.layout import Layout
     from conveyor.policy import OperationPlan
+    from conveyor.providers import CarrierFacet
 
 __all__ = ["Carrier", "DependentCarrier", "closed_carrier", "is_closed_carrier"]
 
 _C = TypeVar("_C", bound=type)
+_Facet = TypeVar("_Facet", bound="CarrierFacet")
 
 
 class _InstanceOnly:
@@ -251,6 +253,25 @@ class Carrier:
             reason = caps.reason(plan)
             assert reason is not None  # unsupported implies a reason
             raise UnsupportedOperationPlan(plan.operation, type(self), plan, reason)
+
+    # -- facets -------------------------------------------------------------------------------
+
+    def facet(self, facet: type[_Facet]) -> _Facet | None:
+        """The ``facet`` contract this carrier's exact definition offers, or ``None``."""
+        from conveyor.providers import carrier_facet
+
+        return carrier_facet(self, facet)
+
+    def require_facet(self, facet: type[_Facet]) -> _Facet:
+        """Like ``facet``, but a carrier without it raises ``NotImplementedError`` naming both."""
+        found = self.facet(facet)
+        if found is None:
+            msg = (
+                f"{facet.__name__} on {type(self).__name__}: the carrier does not offer this "
+                f"facet; use a carrier whose CarrierDefinition lists it"
+            )
+            raise NotImplementedError(msg)
+        return found
 
     # -- dispatch -----------------------------------------------------------------------------
 

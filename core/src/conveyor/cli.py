@@ -108,7 +108,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _carrier_rows(
     host: plugins.PluginHost, carriers: Mapping[str, type[Carrier]]
 ) -> list[dict[str, Any]]:
-    from conveyor.capabilities import declared_capabilities
+    from conveyor.providers import definition_capabilities
     from conveyor.carrier import DependentCarrier, is_closed_carrier
     from conveyor.definitions import carrier_definition
 
@@ -117,7 +117,7 @@ def _carrier_rows(
         dependent = issubclass(cls, DependentCarrier)
         # A DependentCarrier computes its capabilities per instance from what it composes, so a
         # class-level count would be wrong, not just unknown.
-        capabilities = None if dependent else declared_capabilities(cls)
+        capabilities = None if dependent else definition_capabilities(cls)
         rows.append(
             {
                 "name": name,

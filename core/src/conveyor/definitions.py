@@ -1,94 +1,494 @@
-"""Carrier definitions: the registry that makes an exact carrier class definition-backed.
+"""Definitions: central operation semantics and definition-backed dispatch.
 
-A carrier class with a registered ``CarrierDefinition`` dispatches through central operation
-definitions and providers instead of its own ``_dispatch_op`` hook. The registry is keyed by the
-exact class (no base-class traversal) and sealed at first observation, like capabilities.
+An ``OperationDefinition`` is the one meaning of a dispatch name: how a call binds, how it
+resolves into an immutable ``ResolvedInvocation`` (plan, result specs, saved operands), and its
+VJP. A carrier class registered with a ``CarrierDefinition`` (``conveyor.providers``) dispatches
+a fresh ``DefinitionOperation`` bound to the central definition and the exact carrier; calling it
+binds and resolves centrally, runs the capability gate (derived from the carrier's kernel
+patterns), and only then lets a provider prepare and execute. Provider results are checked
+against the invocation before anything is published; gradients come only from the central VJP.
 
-This module holds the registry, the record, and the refusals every definition-backed carrier
-shares (unknown names, storage-only definitions). Kernel and composite providers plug into
-``dispatch_definition`` with the extension API.
+The built-in definitions (``add``, ``mul``, ``elementwise_mul``, ``relu``, ``reduce_sum``,
+``matmul``, ``lt``, ``select`` and the views the central VJPs use) are at the end of this module;
+their VJPs are ``conveyor.gradients.vjp``.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from conveyor.policy import is_planned
+from conveyor.capabilities import _key
+from conveyor.dtypes import DType
+from conveyor.layout import Layout, broadcast_shapes, normalize_axes
+from conveyor.operation import Operation
+from conveyor.options import OperationExecutionOptions
+from conveyor.policy import OperationPlan, is_planned
+from conveyor.providers import (
+    CarrierDefinition,
+    KernelExecutionInterface,
+    KernelPattern,
+    PreparedComposite,
+    ProviderContractError,
+    ProviderResult,
+    Unsupported,
+    _Sealed,
+    _sealed,
+    carrier_definition,
+    register_carrier_definition,
+)
+from conveyor.tensor import Tensor
 
 if TYPE_CHECKING:
     from conveyor.carrier import Carrier
-    from conveyor.operation import Operation
 
-__all__ = ["CarrierDefinition", "carrier_definition", "register_carrier_definition"]
+__all__ = [
+    "NON_DIFFERENTIABLE",
+    "BoundCall",
+    "CarrierDefinition",
+    "DefinitionOperation",
+    "OperationDefinition",
+    "ResolvedInvocation",
+    "ResultSpec",
+    "carrier_definition",
+    "define_operation",
+    "dispatch_definition",
+    "operation_definition",
+    "register_carrier_definition",
+]
+
+_SCALARS: Final = (bool, int, float, complex)
+
+
+def _ints(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(values)
+
+
+def _strs(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
+def _str_set(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(values)
+
+
+def _specs(values: Iterable[ResultSpec]) -> tuple[ResultSpec, ...]:
+    return tuple(values)
+
+
+@final
+class _NonDifferentiable:
+    """The VJP marker of an operation that has no gradient."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NON_DIFFERENTIABLE"
+
+
+NON_DIFFERENTIABLE: Final = _NonDifferentiable()
+
+# -- operation semantics ------------------------------------------------------------------------
+
+
+def _layout_or_none(value: object) -> Layout | None:
+    if value is None or isinstance(value, Layout):
+        return value
+    msg = f"ResultSpec: layout must be a conveyor.Layout or None, got {value!r}"
+    raise TypeError(msg)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ResultSpec:
+    """One result of a resolved call: dtype, shape, layout, and the operand it aliases.
+
+    A fresh result (``alias=None``) has the contiguous layout of its shape on a new carrier. An
+    aliasing result (a view) names the operand index whose carrier it shares and its exact
+    layout there.
+    """
+
+    dtype: DType = attrs.field(validator=attrs.validators.instance_of(DType))
+    shape: tuple[int, ...] = attrs.field(converter=_ints)
+    layout: Layout = attrs.field(default=None, converter=_layout_or_none)
+    alias: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.layout is None:
+            object.__setattr__(self, "layout", Layout.contiguous(self.shape))
+        elif self.layout.shape != self.shape:
+            msg = f"ResultSpec: layout shape {self.layout.shape} differs from shape {self.shape}"
+            raise ValueError(msg)
+        if self.alias is None and self.layout != Layout.contiguous(self.shape):
+            msg = "ResultSpec: a fresh (non-aliasing) result has the contiguous layout"
+            raise ValueError(msg)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ResolvedInvocation:
+    """The immutable outcome of central binding and resolution; all a provider ever sees.
+
+    ``saved`` are the operand indices the VJP reads: only those are version-checked at backward.
+    """
+
+    operation: str
+    operands: tuple[Any, ...]
+    options: OperationExecutionOptions | None
+    plan: OperationPlan | None
+    results: tuple[ResultSpec, ...] = attrs.field(converter=_specs)
+    saved: tuple[int, ...] = attrs.field(default=(), converter=_ints)
 
 
 @final
 @attrs.frozen
-class CarrierDefinition:
-    """How a sibling carrier stores data and which providers execute its operations.
+class BoundCall:
+    """A bound call, as ``resolve`` receives it: operands by role, validated options, plan."""
 
-    ``storage`` is the storage provider. A definition with neither ``kernels`` nor ``composite``
-    is storage-only: every computational dispatch name is refused.
+    operation: str
+    operands: tuple[Any, ...]
+    options: OperationExecutionOptions | None
+    plan: OperationPlan | None
+
+    def option(self, name: str) -> Any:
+        """An option's value, its schema default when the call gave no options."""
+        options = self.options or OperationExecutionOptions(self.operation)
+        return getattr(options, name)
+
+    def resolved(
+        self, results: Iterable[ResultSpec], saved: Iterable[int] = ()
+    ) -> ResolvedInvocation:
+        """The ``ResolvedInvocation`` of this call with ``results`` and ``saved`` operands."""
+        return ResolvedInvocation(
+            operation=self.operation,
+            operands=self.operands,
+            options=self.options,
+            plan=self.plan,
+            results=tuple(results),
+            saved=tuple(saved),
+        )
+
+
+_Resolve = Callable[[BoundCall], ResolvedInvocation]
+_Vjp = Callable[[Operation, Any], tuple[Tensor | None, ...]]
+
+
+@final
+@attrs.frozen(kw_only=True, eq=False)
+class OperationDefinition:
+    """The central semantics of one dispatch name (compared by identity).
+
+    ``roles`` name the positional operands; ``scalar_roles`` may also be Python scalars and
+    ``optional_roles`` ``None``. Options follow the name's schema in ``conveyor.options``
+    (custom operations take none). ``vjp(operation, gradient)`` returns one gradient or ``None``
+    per tensor operand, or is ``NON_DIFFERENTIABLE``. Calling a definition dispatches it on
+    its operands' carrier: ``definition(x, y)``.
     """
 
-    storage: Any
-    kernels: Any = None
-    transfers: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
-    composite: Any = None
-    facets: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+    name: str
+    roles: tuple[str, ...] = attrs.field(converter=_strs)
+    resolve: _Resolve
+    vjp: _Vjp | _NonDifferentiable = NON_DIFFERENTIABLE
+    scalar_roles: frozenset[str] = attrs.field(default=frozenset(), converter=_str_set)
+    optional_roles: frozenset[str] = attrs.field(default=frozenset(), converter=_str_set)
 
     @property
-    def is_storage_only(self) -> bool:
-        return self.kernels is None and self.composite is None
+    def differentiable(self) -> bool:
+        return self.vjp is not NON_DIFFERENTIABLE
 
+    def __call__(self, *operands: Any) -> Any:
+        from conveyor.functional import call
 
-_DEFINITIONS: dict[type, CarrierDefinition | None] = {}
-_LOCK = threading.Lock()
+        return call(self.name, operands, {})
 
+    def bind(self, carrier_class: type, operands: tuple[Any, ...], options: Any) -> BoundCall:
+        """Check the operands against the roles (count, kind, carrier) and bind them.
 
-def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinition) -> None:
-    """Make the exact class ``cls`` definition-backed; once per class, before first use.
-
-    Raises:
-        TypeError: ``cls`` is not a Carrier class, is a closed shipped carrier, or
-            ``definition`` is not a ``CarrierDefinition``.
-        ValueError: ``cls`` already has a definition, or was already observed without one.
-    """
-    from conveyor.carrier import Carrier, is_closed_carrier
-
-    if not isinstance(cls, type) or not issubclass(cls, Carrier):
-        msg = f"register_carrier_definition: {cls!r} is not a Carrier class"
-        raise TypeError(msg)
-    if is_closed_carrier(cls):
-        msg = f"register_carrier_definition: {cls.__name__} is a closed shipped carrier"
-        raise TypeError(msg)
-    if not isinstance(definition, CarrierDefinition):
-        msg = (
-            f"register_carrier_definition: expected a CarrierDefinition for {cls.__name__}, "
-            f"got {definition!r} ({type(definition).__name__})"
-        )
-        raise TypeError(msg)
-    with _LOCK:
-        if cls in _DEFINITIONS:
-            state = "a definition" if _DEFINITIONS[cls] else "been used without a definition"
+        Raises:
+            TypeError: wrong operand count, an operand of the wrong kind, or a tensor on another
+                carrier class.
+        """
+        where = f"{self.name} on {carrier_class.__name__}"
+        if len(operands) != len(self.roles):
             msg = (
-                f"register_carrier_definition: {cls.__name__} has already {state}; register "
-                f"exactly once, before the class is first used"
+                f"{where}: expected {len(self.roles)} operand(s) ({', '.join(self.roles)}), got "
+                f"{len(operands)}"
+            )
+            raise TypeError(msg)
+        for role, x in zip(self.roles, operands, strict=True):
+            if type(x) is Tensor:
+                if type(x._carrier) is not carrier_class:
+                    msg = (
+                        f"{where}: operand {role} lives on {type(x._carrier).__name__}; move it "
+                        f"first with cv.move(tensor, {carrier_class.__name__})"
+                    )
+                    raise TypeError(msg)
+            elif not (
+                (x is None and role in self.optional_roles)
+                or (isinstance(x, _SCALARS) and role in self.scalar_roles)
+            ):
+                msg = f"{where}: operand {role} must be a Tensor, got {x!r} ({type(x).__name__})"
+                raise TypeError(msg)
+        plan = None
+        return BoundCall(self.name, operands, options, plan)
+
+
+_OPERATIONS: dict[str, OperationDefinition] = {}
+_OPERATIONS_LOCK = threading.Lock()
+_CUSTOM_NAME: Final = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+")
+#: Namespaces no custom operation may use: built-in names are not dotted, and ``conveyor.`` is
+#: kept for future built-ins.
+_RESERVED: Final = frozenset({"conveyor", "cv", "builtin"})
+
+
+def _register_operation(definition: OperationDefinition) -> None:
+    with _OPERATIONS_LOCK:
+        if definition.name in _OPERATIONS:
+            msg = (
+                f"define_operation: {definition.name!r} is already defined; operation names are "
+                f"defined exactly once"
             )
             raise ValueError(msg)
-        _DEFINITIONS[cls] = definition
+        _OPERATIONS[definition.name] = definition
 
 
-def carrier_definition(cls: type) -> CarrierDefinition | None:
-    """The definition of the exact class ``cls``, or ``None`` (which seals it definition-free)."""
-    try:
-        return _DEFINITIONS[cls]
-    except KeyError:
-        with _LOCK:
-            return _DEFINITIONS.setdefault(cls, None)
+def define_operation(
+    name: str,
+    *,
+    roles: Iterable[str],
+    resolve: _Resolve,
+    vjp: _Vjp | _NonDifferentiable = NON_DIFFERENTIABLE,
+    scalar_roles: Iterable[str] = (),
+    optional_roles: Iterable[str] = (),
+) -> OperationDefinition:
+    """Define a namespaced custom operation (``"vendor.name"``) and return its definition.
+
+    Custom operations are not dtype-planned and take no options; ``resolve`` decides their
+    results. Carriers execute one through a ``KernelPattern`` with no plans.
+
+    Raises:
+        TypeError: ``name`` is not a str, ``resolve`` or ``vjp`` is not callable.
+        ValueError: ``name`` is not dotted lower-case identifiers, uses a reserved namespace
+            (``conveyor.``), or is already defined.
+    """
+    if not isinstance(name, str):
+        msg = f"define_operation: name must be a str, got {name!r} ({type(name).__name__})"
+        raise TypeError(msg)
+    if not _CUSTOM_NAME.fullmatch(name):
+        msg = (
+            f"define_operation: {name!r} is not a namespaced name; custom operations are named "
+            f"'namespace.operation' in lower-case identifiers, e.g. 'acme.scale'"
+        )
+        raise ValueError(msg)
+    if name.split(".", 1)[0] in _RESERVED:
+        msg = (
+            f"define_operation: {name!r} uses the reserved namespace "
+            f"{name.split('.', 1)[0]!r}; use your distribution's name"
+        )
+        raise ValueError(msg)
+    if not callable(resolve):
+        msg = f"define_operation {name}: resolve must be callable, got {resolve!r}"
+        raise TypeError(msg)
+    if vjp is not NON_DIFFERENTIABLE and not callable(vjp):
+        msg = f"define_operation {name}: vjp must be callable or NON_DIFFERENTIABLE, got {vjp!r}"
+        raise TypeError(msg)
+    definition = OperationDefinition(
+        name=name,
+        roles=tuple(roles),
+        resolve=resolve,
+        vjp=vjp,
+        scalar_roles=scalar_roles,
+        optional_roles=optional_roles,
+    )
+    _register_operation(definition)
+    return definition
+
+
+def _contributed_definitions() -> None:
+    """Register operation definitions plugins contributed to the default host (if it scanned)."""
+    from conveyor.plugins import _host
+
+    default = _host._default
+    if default is None or default._discovery is None:
+        return
+    for item in default.operation_definitions():
+        if not isinstance(item, OperationDefinition):
+            msg = (
+                f"a plugin's conveyor_operation_definitions hook contributed {item!r} "
+                f"({type(item).__name__}); contribute define_operation(...) results"
+            )
+            raise TypeError(msg)
+        if _OPERATIONS.get(item.name) is not item:
+            _register_operation(item)
+
+
+def operation_definition(name: str) -> OperationDefinition | None:
+    """The central definition of ``name`` (built-in or custom), or ``None``."""
+    found = _OPERATIONS.get(name)
+    if found is None and "." in name:
+        _contributed_definitions()
+        found = _OPERATIONS.get(name)
+    return found
+
+
+# -- definition-backed dispatch -----------------------------------------------------------------
+
+
+class DefinitionOperation(Operation):
+    """The fresh operation a definition-backed carrier dispatches (never subclassed by vendors).
+
+    ``forward`` runs the ordinary lifecycle (options, plan, capability gate, saved inputs); then
+    ``_forward`` binds and resolves centrally, lets the provider prepare and execute the
+    ``invocation``, and validates its result before publishing. ``backward`` is the central VJP.
+    """
+
+    invocation: ResolvedInvocation | None = None
+
+    def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
+        self.definition = definition
+        self._table = sealed
+
+    def _execute(
+        self,
+        inputs: tuple[Any, ...],
+        options: Any,
+        unexpected: dict[str, Any],
+        attach: bool,
+    ) -> Any:
+        # A non-differentiable definition never becomes an autograd node.
+        return super()._execute(
+            inputs, options, unexpected, attach and self.definition.differentiable
+        )
+
+    def _save(self, inputs: tuple[Any, ...]) -> None:
+        super()._save(inputs)
+        # Only operands the VJP reads are version-checked; set again once resolved.
+        self._saved_versions = ()
+        self._pending_save = True
+
+    def _forward(self, *inputs: Any, options: OperationExecutionOptions | None) -> Any:
+        carrier = self._dispatch_carrier
+        assert carrier is not None  # dispatched
+        cls = type(carrier)
+        definition = self.definition
+        call = definition.bind(cls, inputs, options)
+        call = BoundCall(call.operation, call.operands, call.options, self.plan)
+        invocation = definition.resolve(call)
+        if not isinstance(invocation, ResolvedInvocation) or (
+            invocation.operands is not inputs
+            or invocation.options is not options
+            or invocation.plan is not self.plan
+            or invocation.operation != definition.name
+        ):
+            msg = (
+                f"{definition.name} on {cls.__name__}: the definition's resolve must return "
+                f"call.resolved(...) for the call it was given, got {invocation!r}"
+            )
+            raise TypeError(msg)
+        self.invocation = invocation
+        if getattr(self, "_pending_save", False):
+            self._saved_versions = tuple(
+                (inputs[i], inputs[i].version)
+                for i in invocation.saved
+                if type(inputs[i]) is Tensor
+            )
+        pattern = self._pattern(invocation)
+        if pattern is not None:
+            return self._run_kernel(carrier, pattern, invocation)
+        return self._run_composite(carrier, invocation)
+
+    def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
+        if invocation.plan is not None:
+            return self._table.planned.get(_key(invocation.plan))
+        return self._table.unplanned.get(invocation.operation)
+
+    def _run_kernel(
+        self, carrier: Carrier, pattern: KernelPattern, invocation: ResolvedInvocation
+    ) -> Any:
+        context = KernelExecutionInterface(carrier, invocation)
+        try:
+            result = pattern.kernel(context)
+            return _publish(invocation, type(carrier), result, (type(carrier),))
+        except BaseException:
+            for allocated in context._allocated:
+                allocated.release()
+            raise
+        finally:
+            context._allocated.clear()
+
+    def _run_composite(self, carrier: Carrier, invocation: ResolvedInvocation) -> Any:
+        cls = type(carrier)
+        composite = carrier_definition(cls).composite  # type: ignore[union-attr]  # sealed
+        if composite is None:  # the gate passed, so only an unplanned name can get here
+            msg = f"{invocation.operation} on {cls.__name__}: no kernel pattern matches the call"
+            raise NotImplementedError(msg)
+        prepared = composite.prepare(carrier, invocation)
+        if isinstance(prepared, Unsupported):
+            msg = f"{invocation.operation} on {cls.__name__}: {prepared.reason}"
+            raise NotImplementedError(msg)
+        if not isinstance(prepared, PreparedComposite):
+            reason = (
+                f"prepare returned {type(prepared).__name__}; return PreparedComposite or "
+                f"Unsupported"
+            )
+            raise ProviderContractError(invocation.operation, cls, reason)
+        result = prepared.execute()
+        return _publish(invocation, cls, result, composite.result_carriers)
+
+    def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
+        """The central VJP of the definition: providers never supply gradient math."""
+        vjp = self.definition.vjp
+        if isinstance(vjp, _NonDifferentiable):
+            carrier = getattr(self._dispatch_carrier_class, "__name__", "?")
+            msg = f"{self._operation_name} on {carrier}: the operation is not differentiable"
+            raise NotImplementedError(msg)
+        return vjp(self, gradient)
+
+
+def _publish(
+    invocation: ResolvedInvocation,
+    cls: type,
+    result: object,
+    result_carriers: tuple[type, ...],
+) -> Tensor | tuple[Tensor, ...]:
+    """The provider's outputs after checking them against the invocation, else the error."""
+
+    def broken(reason: str) -> ProviderContractError:
+        return ProviderContractError(invocation.operation, cls, reason)
+
+    if not isinstance(result, ProviderResult):
+        raise broken(f"it returned {type(result).__name__}, not a ProviderResult")
+    if result.completion is not None and not result.completion.done():
+        result.completion.wait()
+    outputs, specs = result.outputs, invocation.results
+    if len(outputs) != len(specs):
+        raise broken(f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}")
+    inputs = {id(x._carrier) for x in invocation.operands if type(x) is Tensor}
+    seen: set[int] = set()
+    for i, (out, spec) in enumerate(zip(outputs, specs, strict=True)):
+        if type(out) is not Tensor:
+            raise broken(f"result {i} is {type(out).__name__}, not a Tensor")
+        if out.dtype is not spec.dtype:
+            raise broken(f"result {i} has dtype {out.dtype.name}, expected {spec.dtype.name}")
+        if out.shape != spec.shape:
+            raise broken(f"result {i} has shape {out.shape}, expected {spec.shape}")
+        if out.layout != spec.layout:
+            raise broken(f"result {i} has layout {out.layout!r}, expected {spec.layout!r}")
+        if spec.alias is not None:
+            if out._carrier is not invocation.operands[spec.alias]._carrier:
+                raise broken(f"result {i} must alias operand {spec.alias}, it does not")
+            continue
+        if type(out._carrier) not in result_carriers:
+            expected = " or ".join(c.__name__ for c in result_carriers)
+            raise broken(f"result {i} lives on {type(out._carrier).__name__}, expected {expected}")
+        if id(out._carrier) in inputs or id(out._carrier) in seen:
+            raise broken(f"result {i} aliases an operand or another result; it must be fresh")
+        seen.add(id(out._carrier))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 def dispatch_definition(
@@ -97,22 +497,167 @@ def dispatch_definition(
     """The definition-backed dispatch path of ``Carrier.dispatch_op``.
 
     Raises:
-        NotImplementedError: the name is not a registered operation, or the definition is
-            storage-only, or it names providers this core cannot execute.
+        NotImplementedError: the definition is storage-only, the name has no central
+            definition, or the carrier's providers do not cover it.
     """
-    cls_name = type(carrier).__name__
-    if not is_planned(operation_name):
-        msg = f"{operation_name} on {cls_name}: no central operation definition has this name"
-        raise NotImplementedError(msg)
-    if definition.is_storage_only:
+    cls = type(carrier)
+    central = operation_definition(operation_name)
+    if definition.is_storage_only and (central is not None or is_planned(operation_name)):
         msg = (
-            f"{operation_name} on {cls_name}: the carrier's definition is storage-only (no "
+            f"{operation_name} on {cls.__name__}: the carrier's definition is storage-only (no "
             f"kernel or composite provider), so it executes no computational operation; move "
             f"the tensor to a compute carrier with cv.move"
         )
         raise NotImplementedError(msg)
-    msg = (
-        f"{operation_name} on {cls_name}: kernel and composite providers are not supported by "
-        f"this version of conveyor-core"
-    )
-    raise NotImplementedError(msg)
+    if central is None:
+        msg = f"{operation_name} on {cls.__name__}: no central operation definition has this name"
+        raise NotImplementedError(msg)
+    sealed = _sealed(cls, definition)
+    if not sealed.covers(operation_name):
+        msg = (
+            f"{operation_name} on {cls.__name__}: the carrier's kernel and composite providers "
+            f"cover no invocation of this operation"
+        )
+        raise NotImplementedError(msg)
+    return DefinitionOperation(central, sealed)
+
+
+# -- the built-in central definitions ------------------------------------------------------------
+
+
+def _central_vjp(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
+    from conveyor.gradients import vjp
+
+    return vjp(op, gradient)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return x.shape if type(x) is Tensor else ()
+
+
+def _output(call: BoundCall) -> DType:
+    assert call.plan is not None  # planned names always carry a plan
+    return call.plan.outputs[0]
+
+
+def _broadcast(call: BoundCall, saved: Iterable[int]) -> ResolvedInvocation:
+    """Elementwise: NumPy broadcasting of every present operand, the plan's output dtype."""
+    shapes = [_shape(x) for x in call.operands if x is not None]
+    try:
+        shape = broadcast_shapes(*shapes)
+    except ValueError:
+        shown = ", ".join(map(str, shapes))
+        msg = f"{call.operation}: operand shapes {shown} cannot be broadcast together"
+        raise ValueError(msg) from None
+    return call.resolved([ResultSpec(dtype=_output(call), shape=shape)], saved)
+
+
+def _tensors(call: BoundCall) -> tuple[int, ...]:
+    return tuple(i for i, x in enumerate(call.operands) if type(x) is Tensor)
+
+
+def _reduce_sum(call: BoundCall) -> ResolvedInvocation:
+    (x,) = call.operands
+    axes = normalize_axes(call.option("axis"), x.ndim) if x.ndim else ()
+    if call.option("keepdims"):
+        shape = tuple(1 if i in axes else e for i, e in enumerate(x.shape))
+    else:
+        shape = tuple(e for i, e in enumerate(x.shape) if i not in axes)
+    return call.resolved([ResultSpec(dtype=_output(call), shape=shape)])
+
+
+def _matmul(call: BoundCall) -> ResolvedInvocation:
+    """NumPy ``@``: 1-D operands gain a unit axis that the result drops again."""
+    a, b = (x.shape for x in call.operands)
+    if not a or not b:
+        msg = f"matmul: operands must have at least one axis, got shapes {a} and {b}"
+        raise ValueError(msg)
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        msg = f"matmul: shapes {a} and {b} do not align ({a2[-1]} != {b2[-2]})"
+        raise ValueError(msg)
+    try:
+        batch = broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        msg = f"matmul: the batch axes of shapes {a} and {b} cannot be broadcast together"
+        raise ValueError(msg) from None
+    shape = (*batch, *((a2[-2],) if len(a) > 1 else ()), *((b2[-1],) if len(b) > 1 else ()))
+    return call.resolved([ResultSpec(dtype=_output(call), shape=shape)], (0, 1))
+
+
+def _view(transform: Callable[[Layout, Any], Layout]) -> Callable[[BoundCall], ResolvedInvocation]:
+    """A representation-preserving name: the result aliases operand 0 under a new layout."""
+
+    def resolve(call: BoundCall) -> ResolvedInvocation:
+        x = call.operands[0]
+        layout = transform(x.layout, call.options or OperationExecutionOptions(call.operation))
+        spec = ResultSpec(dtype=x.dtype, shape=layout.shape, layout=layout, alias=0)
+        return call.resolved([spec])
+
+    return resolve
+
+
+def _reshape(call: BoundCall) -> ResolvedInvocation:
+    """A view when the layout allows it, else a fresh contiguous copy (as NumPy)."""
+    x = call.operands[0]
+    shape = call.option("shape")
+    layout = x.layout.reshape(shape)
+    if layout is None:
+        target = Layout.contiguous(x.shape).reshape(shape)
+        assert target is not None  # a contiguous layout always reshapes
+        return call.resolved([ResultSpec(dtype=x.dtype, shape=target.shape)])
+    return call.resolved([ResultSpec(dtype=x.dtype, shape=layout.shape, layout=layout, alias=0)])
+
+
+def _reshape_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
+    """The VJP of reshape, squeeze and unsqueeze: the cotangent in the input's shape."""
+    from conveyor.functional import reshape
+
+    (x,) = op.saved_inputs
+    return (reshape(gradient, shape=x.shape),)
+
+
+def _permute_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
+    from conveyor.functional import permute
+
+    (x,) = op.saved_inputs
+    axes = normalize_axes(op.options.axes, x.ndim)  # type: ignore[union-attr]  # required option
+    inverse = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inverse[a] = i
+    return (permute(gradient, axes=tuple(inverse)),)
+
+
+def _broadcast_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
+    # The autograd engine sums a broadcast cotangent back to the input's shape.
+    return (gradient,)
+
+
+def _builtin(name: str, roles: tuple[str, ...], resolve: Any, vjp: Any, **kw: Any) -> None:
+    _register_operation(OperationDefinition(name=name, roles=roles, resolve=resolve, vjp=vjp, **kw))
+
+
+def _define_builtins() -> None:
+    pair, both = ("input", "other"), frozenset({"input", "other"})
+    _builtin("add", pair, lambda c: _broadcast(c, ()), _central_vjp, scalar_roles=both)
+    _builtin("mul", pair, lambda c: _broadcast(c, _tensors(c)), _central_vjp, scalar_roles=both)
+    _builtin("elementwise_mul", pair, lambda c: _broadcast(c, (0, 1)), _central_vjp)
+    _builtin("relu", ("input",), lambda c: _broadcast(c, (0,)), _central_vjp)
+    _builtin("lt", pair, lambda c: _broadcast(c, ()), NON_DIFFERENTIABLE, scalar_roles=both)
+    select_roles = ("condition", "input", "other")
+    _builtin("select", select_roles, lambda c: _broadcast(c, (0,)), _central_vjp, scalar_roles=both)
+    _builtin("reduce_sum", ("input",), _reduce_sum, _central_vjp)
+    _builtin("matmul", pair, _matmul, _central_vjp)
+    views: dict[str, tuple[Any, Any]] = {
+        "reshape": (_reshape, _reshape_back),
+        "squeeze": (_view(lambda lay, o: lay.squeeze(o.axes)), _reshape_back),
+        "unsqueeze": (_view(lambda lay, o: lay.unsqueeze(o.axes)), _reshape_back),
+        "permute": (_view(lambda lay, o: lay.permute(o.axes)), _permute_back),
+        "broadcast_to": (_view(lambda lay, o: lay.broadcast_to(o.shape)), _broadcast_back),
+    }
+    for name, (resolve, vjp) in views.items():
+        _builtin(name, ("input",), resolve, vjp)
+
+
+_define_builtins()

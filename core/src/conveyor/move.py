@@ -29,7 +29,7 @@ from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
 from conveyor.tensor import Tensor
 
-__all__ = ["MoveRoute", "move", "move_route", "move_routes", "register_move_route"]
+__all__ = ["MoveRoute", "move", "move_route", "move_routes", "register_move_route", "span_copy"]
 
 _NAME: Final = "move"
 
@@ -145,7 +145,7 @@ def move_route(source: type[Carrier], destination: type[Carrier]) -> MoveRoute:
     if route is not None:
         return route
     if source is destination:
-        return MoveRoute(source=source, destination=destination, copy=_copy_same_class)
+        return MoveRoute(source=source, destination=destination, copy=span_copy)
     msg = (
         f"move from {source.__name__} to {destination.__name__}: no move route joins these "
         f"carriers; move through a carrier both have routes to (e.g. 'cpu'), or register one "
@@ -154,8 +154,12 @@ def move_route(source: type[Carrier], destination: type[Carrier]) -> MoveRoute:
     raise NotImplementedError(msg)
 
 
-def _copy_same_class(source: Tensor, destination: type[Carrier], **options: Any) -> Tensor:
-    """The built-in same-class route: a fresh, contiguous copy (``move`` never aliases)."""
+def span_copy(source: Tensor, destination: type[Carrier], **options: Any) -> Tensor:
+    """A route copy through the public storage contract: allocate, export span, import span.
+
+    The built-in same-class route, and the route any two NumPy-exporting carriers can share:
+    a fresh, contiguous copy (``move`` never aliases).
+    """
     carrier = destination.allocate(source.size, source.dtype, **options)
     if source.size:
         values = source.carrier.export_span(source.layout).reshape(-1)

@@ -114,7 +114,7 @@ class Operation:
                 )
             raise RuntimeError(msg)
         for tensor, version in self._saved_versions:
-            if tensor.version != version:
+            if tensor._carrier._version != version:
                 msg = (
                     f"{self._operation_name} on {_carrier_name(self)}: a tensor saved for "
                     f"backward was modified in place after forward (version {version} -> "

@@ -1,0 +1,172 @@
+"""conveyor-shm: the example vendor carrier, a definition-backed sibling in shared memory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from multiprocessing import shared_memory
+
+import numpy as np
+import pytest
+
+import conveyor as cv
+from conveyor.definitions import DefinitionOperation
+from conveyor.move import move
+from conveyor_generic import CPU
+from conveyor_shm import SharedMemoryCarrier, SharedMemoryFacet
+
+
+def shm(values: object, dtype: cv.DType = cv.float32, requires_grad: bool = False) -> cv.Tensor:
+    return cv.tensor(values, dtype, carrier=SharedMemoryCarrier, requires_grad=requires_grad)
+
+
+def _exists(name: str) -> bool:
+    try:
+        segment = shared_memory.SharedMemory(name)
+    except FileNotFoundError:
+        return False
+    from multiprocessing import resource_tracker
+
+    resource_tracker.unregister(segment._name, "shared_memory")  # type: ignore[attr-defined]  # attached only to look
+    segment.close()
+    return True
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+class TestDiscovery:
+    def test_carrier_found_by_name(self) -> None:
+        """The installed distribution contributes the open, definition-backed 'shm' carrier."""
+        host = cv.plugins.host()
+        assert host.carrier("shm") is SharedMemoryCarrier
+        assert host.provider("shm").distribution == "conveyor-shm"
+        assert not cv.is_closed_carrier(SharedMemoryCarrier)
+        assert cv.definitions.carrier_definition(SharedMemoryCarrier) is not None
+
+
+class TestCentralDefinitions:
+    """The central definitions dispatch with exact metadata and Generic's values."""
+
+    @pytest.mark.parametrize(
+        ("name", "operands", "expected"),
+        [
+            ("add", ([1.0, 2.0], [10.0, 20.0]), [11.0, 22.0]),
+            ("elementwise_mul", ([1.0, 2.0], [3.0, 4.0]), [3.0, 8.0]),
+            ("mul", ([1.0, 2.0], 3.0), [3.0, 6.0]),
+            ("mul", (3.0, [1.0, 2.0]), [3.0, 6.0]),
+            ("relu", ([-1.0, 2.0],), [0.0, 2.0]),
+            ("reduce_sum", ([[1.0, 2.0], [3.0, 4.0]],), 10.0),
+            ("matmul", ([[1.0, 2.0]], [[3.0], [4.0]]), [[11.0]]),
+        ],
+    )
+    def test_dispatch_with_exact_metadata(
+        self, name: str, operands: tuple[object, ...], expected: object
+    ) -> None:
+        inputs = tuple(shm(x) if isinstance(x, list) else x for x in operands)
+        carrier = next(x for x in inputs if isinstance(x, cv.Tensor)).carrier
+        op = carrier.dispatch_op(name)
+        assert isinstance(op, DefinitionOperation)
+        assert (op._operation_name, op._dispatch_carrier_class) == (name, SharedMemoryCarrier)
+        out = op.forward(*inputs)
+        assert type(out.carrier) is SharedMemoryCarrier and out.dtype is cv.float32
+        np.testing.assert_allclose(out.numpy(), expected)
+        assert out.shape == op.invocation.results[0].shape  # type: ignore[union-attr]  # ran
+
+    def test_integer_plans_and_promotion(self) -> None:
+        """Integer arithmetic follows the central plan (int32 + int32 wraps)."""
+        x = shm([2**31 - 1], cv.int32)
+        out = cv.add(x, x)
+        assert out.dtype is cv.int32 and out.numpy().tolist() == [-2]
+        assert cv.reduce_sum(x).dtype is cv.int64
+
+    def test_unadvertised_plan_is_refused_by_the_gate(self) -> None:
+        """A complex plan has no kernel, so the gate refuses it before any allocation."""
+        x = shm([1.0], cv.complex64)
+        with pytest.raises(cv.UnsupportedOperationPlan, match="add on SharedMemoryCarrier"):
+            cv.add(x, x)
+
+    def test_unknown_name_refused(self) -> None:
+        with pytest.raises(NotImplementedError, match="exp on SharedMemoryCarrier"):
+            cv.exp(shm([1.0]))
+
+
+class TestGradients:
+    def test_gradients_flow_through_central_vjps(self) -> None:
+        """relu(x @ w + b) * 2, summed: gradients match the hand-computed ones."""
+        x = shm([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+        w = shm([[0.5], [1.0]], requires_grad=True)
+        b = shm([0.1], requires_grad=True)
+        loss = (cv.relu(x @ w + b) * 2.0).sum()
+        np.testing.assert_allclose(loss.numpy(), 11.2, rtol=1e-6)
+        loss.backward()
+        assert x.grad is not None and w.grad is not None and b.grad is not None
+        np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0], [1.0, 2.0]])
+        np.testing.assert_allclose(w.grad.numpy(), [[6.0], [8.0]])
+        np.testing.assert_allclose(b.grad.numpy(), [2.0])
+        assert type(x.grad.carrier) is SharedMemoryCarrier
+
+
+class TestSharing:
+    def test_second_process_reads_and_writes_by_name(self) -> None:
+        """Another process attaches by segment name and sees (and changes) the same memory."""
+        x = shm([1.5, 2.5, 3.5])
+        name = x.carrier.require_facet(SharedMemoryFacet).name
+        assert name == x.carrier.segment_name  # type: ignore[attr-defined]  # the carrier's own
+        done = _run(
+            f"""
+            import conveyor as cv
+            from conveyor_shm import SharedMemoryCarrier
+            c = SharedMemoryCarrier.attach({name!r}, 3, cv.float32)
+            print(cv.Tensor(c).numpy().tolist())
+            c.write(0, 9.0)
+            c.release()
+            """
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "[1.5, 2.5, 3.5]"
+        assert x.numpy().tolist() == [9.0, 2.5, 3.5]  # no copy: the write is visible here
+        assert _exists(name)  # the reader's exit did not unlink the owner's segment
+
+    def test_release_unlinks_segment(self) -> None:
+        x = shm([1.0])
+        name = x.carrier.segment_name  # type: ignore[attr-defined]  # SharedMemoryCarrier
+        assert _exists(name)
+        x.carrier.release()
+        assert not _exists(name)
+        with pytest.raises(RuntimeError, match="read on SharedMemoryCarrier: the carrier was"):
+            x.carrier.read(0)
+
+    def test_interpreter_exit_unlinks_segment(self) -> None:
+        """A segment never released is unlinked when its creating interpreter exits."""
+        done = _run(
+            """
+            import conveyor as cv
+            from conveyor_shm import SharedMemoryCarrier
+            keep = SharedMemoryCarrier.allocate(4, cv.float64)
+            print(keep.segment_name)
+            """
+        )
+        assert done.returncode == 0, done.stderr
+        assert "leaked" not in done.stderr
+        assert not _exists(done.stdout.strip())
+
+
+class TestTransfers:
+    def test_move_to_and_from_cpu(self) -> None:
+        x = shm([[1.0, 2.0], [3.0, 4.0]])
+        on_cpu = move(x.T, CPU)
+        assert type(on_cpu.carrier) is CPU and on_cpu.numpy().tolist() == [[1.0, 3.0], [2.0, 4.0]]
+        back = move(on_cpu, "shm")
+        assert type(back.carrier) is SharedMemoryCarrier
+        assert back.numpy().tolist() == [[1.0, 3.0], [2.0, 4.0]]

@@ -1,0 +1,108 @@
+"""A process killed (SIGKILL) in the middle of an eviction leaves the old secondary intact.
+
+The child evicts data A (committed, reported), promotes, writes data B and evicts again; the
+parent kills it while B is half-written to the new secondary file. Only files the child reported
+as committed count as valid, and each of those must hold exactly what was committed.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 8 << 20  # float32 slots: 32 MiB, written in 4 chunks
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import conveyor as cv
+    from conveyor_storage import Evictable, FileBacked
+    from tests.core.carriers import ArrayCarrier
+
+    class SlowPrimary(ArrayCarrier):
+        # Each exported chunk takes a while, so the parent can catch the copy half-way.
+        def _export(self, layout):
+            time.sleep(0.15)
+            return super()._export(layout)
+
+    directory, n = sys.argv[1], int(sys.argv[2])
+    primary = SlowPrimary.allocate(n, cv.float32)
+    primary.import_span(cv.Layout((n,)), np.full(n, 1.0, np.float32))
+    ev = Evictable(primary, FileBacked.allocate(n, cv.float32, directory=directory))
+    ev.evict()
+    print("COMMITTED", ev.secondary.path, flush=True)
+    ev.promote()
+    cv.Tensor(ev)[...] = 2.0
+    print("EVICTING", flush=True)
+    ev.evict()
+    print("COMMITTED", ev.secondary.path, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _read_line(child: subprocess.Popen[str], timeout: float) -> str:
+    assert child.stdout is not None
+    ready, _, _ = select.select([child.stdout], [], [], timeout)
+    if not ready:
+        pytest.fail("the child process stopped reporting")
+    return child.stdout.readline().strip()
+
+
+def _value_at(path: Path, index: int) -> float:
+    with open(path, "rb") as handle:
+        handle.seek(index * 4)
+        return float(np.frombuffer(handle.read(4), "<f4")[0])
+
+
+def test_sigkill_mid_eviction_keeps_the_old_secondary_intact(tmp_path: Path) -> None:
+    """Killed while writing B: the file committed with A is intact, the torn file unreported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path), str(N)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        first = _read_line(child, 60)
+        assert first.startswith("COMMITTED ")
+        committed = Path(first.split(" ", 1)[1])
+        assert _read_line(child, 60) == "EVICTING"
+        torn: Path | None = None
+        deadline = time.monotonic() + 30
+        while torn is None and time.monotonic() < deadline:
+            for candidate in tmp_path.iterdir():
+                if candidate == committed or candidate.stat().st_size < N * 4:
+                    continue
+                if _value_at(candidate, 0) == 2.0 and _value_at(candidate, N - 1) == 0.0:
+                    torn = candidate  # the first chunk of B is in, the last is not
+            time.sleep(0.002)
+        assert torn is not None, "never observed the eviction half-way"
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        assert child.returncode == -signal.SIGKILL
+        reported = [line for line in child.stdout.read().splitlines() if line]  # type: ignore[union-attr]
+        assert reported == []  # the second eviction never reported a commit
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    old = np.fromfile(committed, "<f4")
+    assert old.size == N and np.all(old == 1.0)  # the old file is intact
+    partial = np.fromfile(torn, "<f4")
+    assert 0 < np.count_nonzero(partial == 2.0) < N  # and the new one really was torn
