@@ -237,6 +237,29 @@ class Tensor:
             return array.copy()
         return array
 
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """Export through the carrier's ``_dlpack(layout, **kwargs)`` hook, when it has one.
+
+        Zero-copy interchange is a carrier capability (only memory a consumer can address can be
+        shared), so carriers without the hook refuse with ``BufferError`` like any producer.
+        """
+        hook = getattr(self._carrier, "_dlpack", None)
+        if hook is None:
+            msg = (
+                f"__dlpack__ on {type(self._carrier).__name__}: the carrier cannot share its "
+                f"memory; use tensor.numpy() or cv.move the tensor to 'cpu'"
+            )
+            raise BufferError(msg)
+        return hook(self._layout, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        hook = getattr(self._carrier, "_dlpack_device", None)
+        if hook is None:
+            msg = f"__dlpack_device__ on {type(self._carrier).__name__}: no DLPack export"
+            raise BufferError(msg)
+        device: tuple[int, int] = hook()
+        return device
+
     def item(self) -> Any:
         if self.size != 1:
             msg = f"item() needs a single-element tensor, this one has shape {self.shape}"

@@ -1,0 +1,301 @@
+"""CPU carrier against NumPy and PyTorch (CPU build), every target of the CPU issue, in one run.
+
+Run: ``.venv/bin/python benchmarks/cpu.py`` (``make bench`` installs torch==2.13.0 first; without
+PyTorch its columns print ``-``). Each line times the same work on the same inputs with
+``time.perf_counter``: tiny operations as the best of several loops of many calls, large ones
+as the best of repeated calls (interference on a shared machine only ever adds time).
+``ratio`` is the peer's time over conveyor's (above 1: conveyor is faster); the goal column
+restates the issue's target for that ratio. OPENBLAS_* variables are left as they are set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+import conveyor as cv
+from conveyor_generic import CPU
+
+try:
+    import torch
+except ImportError:  # PyTorch is an optional benchmark peer
+    torch = None
+
+THREADS = os.cpu_count() or 1
+ROWS: list[tuple[str, str, str, str, str, str]] = []
+
+
+def per_call(fn: Callable[[], object], calls: int, repeats: int = 7) -> float:
+    """Best per-call time of ``repeats`` loops of ``calls`` calls (tiny operations)."""
+    fn()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def median(fn: Callable[[], object], repeats: int = 9) -> float:
+    """Best time of ``repeats`` calls after one warm-up (large operations).
+
+    The best, not the median: this machine is shared, and interference only ever adds time
+    (both sides of every ratio are measured the same way).
+    """
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.2f} us"
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def row(
+    name: str, ours: float, peer: str, theirs: float | None, goal: str, extra: str = ""
+) -> None:
+    """Record one line; ratio = their time / our time (above 1: conveyor faster)."""
+    if theirs is None:
+        ROWS.append((name, fmt_time(ours), peer, "-", "-", goal + extra))
+        return
+    ratio = theirs / ours
+    ROWS.append((name, fmt_time(ours), peer, fmt_time(theirs), f"{ratio:.2f}x", goal + extra))
+
+
+def tiny() -> None:
+    a = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU)
+    b = cv.tensor(np.ones(8, np.float32), carrier=CPU)
+    ag = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU, requires_grad=True)
+    x, y = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    ours = per_call(lambda: a + b, 20000)
+    row("tiny add (8 f32)", ours, "numpy", per_call(lambda: np.add(x, y), 20000), "info")
+    ours_grad = per_call(lambda: ag + b, 20000)
+
+    def step() -> None:
+        (ag + b).sum().backward()
+
+    ours_step = per_call(step, 2000)
+    if torch is None:
+        row("tiny add (8 f32)", ours, "torch", None, ">= 0.67x (1.5x slower at most)")
+        row("tiny add, grad tracked", ours_grad, "torch", None, ">= 0.67x")
+        row("tiny (a+b).sum().backward()", ours_step, "torch", None, "> 1x")
+        return
+    ta, tb = torch.arange(8, dtype=torch.float32), torch.ones(8)
+    tg = torch.arange(8, dtype=torch.float32, requires_grad=True)
+
+    def torch_step() -> None:
+        (tg + tb).sum().backward()
+
+    row("tiny add (8 f32)", ours, "torch", per_call(lambda: ta + tb, 20000), ">= 0.67x")
+    row("tiny add, grad tracked", ours_grad, "torch", per_call(lambda: tg + tb, 20000), ">= 0.67x")
+    row("tiny (a+b).sum().backward()", ours_step, "torch", per_call(torch_step, 2000), "> 1x")
+
+
+def _split(n: int) -> list[slice]:
+    step = -(-n // THREADS)
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def bandwidth() -> None:
+    n = 16 * 1024 * 1024
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    out = np.empty_like(x)
+    pool = ThreadPoolExecutor(THREADS)
+    parts = _split(n)
+
+    def copy_all() -> None:
+        list(pool.map(lambda s: np.copyto(out[s], x[s]), parts))
+
+    copy_time = median(copy_all)
+    copy_gbs = 2 * x.nbytes / copy_time / 1e9
+    a, b = cv.tensor(x, carrier=CPU), cv.tensor(y, carrier=CPU)
+    tanh_scale = math.sqrt(2.0 / math.pi)
+
+    def numpy_gelu() -> Any:
+        # The usual NumPy gelu (tanh form; NumPy has no erf), one thread, temporaries.
+        return 0.5 * x * (1.0 + np.tanh(tanh_scale * (x + 0.044715 * x**3)))
+
+    cases: list[tuple[str, Callable[[], object], Callable[[], object], int]] = [
+        ("add", lambda: a + b, lambda: np.add(x, y, out=out), 3),
+        ("mul", lambda: a * b, lambda: np.multiply(x, y, out=out), 3),
+        ("exp", lambda: cv.exp(a), lambda: np.exp(x, out=out), 2),
+        ("gelu tanh", lambda: cv.gelu(a, approximate="tanh"), numpy_gelu, 2),
+        ("gelu (erf)", lambda: cv.gelu(a), numpy_gelu, 2),
+    ]
+    for name, ours_fn, numpy_fn, arrays in cases:
+        ours = median(ours_fn)
+        gbs = arrays * x.nbytes / ours / 1e9
+        extra = ""
+        if name == "add":
+            extra = f"; {gbs:.1f} GB/s vs copyto {copy_gbs:.1f} GB/s ({gbs / copy_gbs:.0%}, >= 80%)"
+        else:
+            extra = f"; {gbs:.1f} GB/s"
+        row(f"16M f32 {name}", ours, "numpy 1 thread", median(numpy_fn), ">= 1.5x", extra)
+
+    def threaded_add() -> None:
+        list(pool.map(lambda s: np.add(x[s], y[s], out=out[s]), parts))
+
+    row(
+        "16M f32 add (allocating)",
+        median(lambda: a + b),
+        f"numpy out=, {THREADS} threads",
+        median(threaded_add),
+        ">= ~1x: recycled buffers",
+    )
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        row(
+            "16M f32 gelu (erf)",
+            median(lambda: cv.gelu(a)),
+            "torch",
+            median(lambda: torch.nn.functional.gelu(tx)),
+            "info",
+        )
+    pool.shutdown()
+
+
+def contractions() -> None:
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((2048, 2048)).astype(np.float32)
+    w = rng.standard_normal((2048, 2048)).astype(np.float32)
+    a, b = cv.tensor(m, carrier=CPU), cv.tensor(w, carrier=CPU)
+    ours = median(lambda: cv.matmul(a, b), 5)
+    gflops = 2 * 2048**3 / ours / 1e9
+    row(
+        "matmul 2048^2 f32",
+        ours,
+        "numpy",
+        median(lambda: m @ w, 5),
+        ">= 0.95x",
+        f"; {gflops:.0f} GFLOP/s",
+    )
+    big = rng.standard_normal((4096, 4096)).astype(np.float32)
+    t = cv.tensor(big, carrier=CPU)
+    for axis in (0, 1):
+        row(
+            f"reduce_sum 4096^2 axis={axis}",
+            median(lambda axis=axis: cv.reduce_sum(t, axis=axis)),
+            "numpy",
+            median(lambda axis=axis: np.sum(big, axis=axis)),
+            ">= 1x",
+        )
+    x = rng.standard_normal((8, 64, 56, 56)).astype(np.float32)
+    k = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    cx, ck = cv.tensor(x, carrier=CPU), cv.tensor(k, carrier=CPU)
+    ours = median(lambda: cv.conv_general(cx, ck, padding=((1, 1), (1, 1))), 5)
+    if torch is None:
+        row("conv 8x64x56x56, 64x3x3", ours, "torch", None, ">= 0.67x")
+        return
+    tx, tk = torch.from_numpy(x), torch.from_numpy(k)
+    theirs = median(lambda: torch.nn.functional.conv2d(tx, tk, padding=1), 5)
+    row("conv 8x64x56x56, 64x3x3", ours, "torch", theirs, ">= 0.67x")
+
+
+def sorting() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(16 * 1024 * 1024).astype(np.float32)
+    t = cv.tensor(x, carrier=CPU)
+    ours = median(lambda: cv.sort(t), 3)
+    row("sort 16M f32 (+indices)", ours, "np.sort", median(lambda: np.sort(x), 3), ">= 1x")
+    row(
+        "sort 16M f32 (+indices)",
+        ours,
+        "np.argsort stable",
+        median(lambda: np.argsort(x, kind="stable"), 1),
+        "info (same output)",
+    )
+    ours = median(lambda: cv.topk(t, k=10), 5)
+    row(
+        "topk k=10 of 16M f32",
+        ours,
+        "np.argpartition",
+        median(lambda: np.argpartition(x, -10)[-10:], 5),
+        ">= 1x",
+    )
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        row(
+            "sort 16M f32 (+indices)",
+            median(lambda: cv.sort(t), 3),
+            "torch.sort stable",
+            median(lambda: torch.sort(tx, stable=True), 3),
+            "info",
+        )
+        row(
+            "topk k=10 of 16M f32",
+            median(lambda: cv.topk(t, k=10), 5),
+            "torch.topk",
+            median(lambda: torch.topk(tx, 10), 5),
+            "info",
+        )
+
+
+def mlp() -> None:
+    rng = np.random.default_rng(3)
+    values = {
+        "x": rng.standard_normal((64, 784)).astype(np.float32),
+        "y": rng.standard_normal((64, 10)).astype(np.float32),
+        "w1": (rng.standard_normal((784, 256)) / 28).astype(np.float32),
+        "b1": np.zeros(256, np.float32),
+        "w2": (rng.standard_normal((256, 10)) / 16).astype(np.float32),
+        "b2": np.zeros(10, np.float32),
+    }
+    grad = {"w1", "b1", "w2", "b2"}
+    p = {k: cv.tensor(v, carrier=CPU, requires_grad=k in grad) for k, v in values.items()}
+
+    def step() -> None:
+        for k in grad:
+            p[k].grad = None
+        h = cv.relu(cv.matmul(p["x"], p["w1"]) + p["b1"])
+        diff = cv.matmul(h, p["w2"]) + p["b2"] - p["y"]
+        (diff * diff).mean().backward()
+
+    ours = per_call(step, 200)
+    if torch is None:
+        row("MLP 784-256-10 b64 fwd+bwd", ours, "torch", None, ">= 0.67x")
+        return
+    q = {k: torch.from_numpy(v.copy()).requires_grad_(k in grad) for k, v in values.items()}
+
+    def torch_step() -> None:
+        for k in grad:
+            q[k].grad = None
+        h = torch.relu(q["x"] @ q["w1"] + q["b1"])
+        diff = h @ q["w2"] + q["b2"] - q["y"]
+        (diff * diff).mean().backward()
+
+    row("MLP 784-256-10 b64 fwd+bwd", ours, "torch", per_call(torch_step, 200), ">= 0.67x")
+
+
+def main() -> None:
+    peers = f"numpy {np.__version__}, " + (f"torch {torch.__version__}" if torch else "no torch")
+    print(f"conveyor CPU benchmark: {THREADS} cores, {peers}, python {sys.version.split()[0]}")
+    for part in (tiny, bandwidth, contractions, sorting, mlp):
+        part()
+    headers = ("workload", "conveyor", "peer", "peer time", "ratio", "goal / notes")
+    widths = [max(len(r[i]) for r in (headers, *ROWS)) for i in range(len(headers))]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(line.format(*headers))
+    print(line.format(*("-" * w for w in widths)))
+    for r in ROWS:
+        print(line.format(*r))
+    print("ratio = peer time / conveyor time: above 1 conveyor is faster.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""CPU kernels: activation formulas as in-place ufunc sequences over cache-sized blocks.
+
+An activation such as ``sigmoid`` is several NumPy passes; chaining them on whole arrays would
+stream every temporary through memory. Here each formula runs block by block (``BLOCK``
+elements, a few of them fit in L2) inside the output buffer plus a small per-call scratch, so
+only the input read and the output write touch memory.
+
+float32 has no NumPy ``erf``: ``erf`` and exact ``gelu`` use approximations fitted for this
+module (minimax-weighted least squares against mpmath, evaluated by Horner's rule):
+
+- ``erf(x) = x * P(x**2)`` for ``|x| < 0.75`` (degree 5, relative error 1.5e-9);
+- ``erfc(z) = t * exp(-z**2 + Q(t))`` with ``t = 1 / (1 + z/2)`` for ``z >= 0`` (degree 9 on
+  ``z <= 11``, absolute error of ``Q`` 5e-8; float32 evaluation keeps ``erfc`` within about 4
+  ulps, and ``erfc`` relative accuracy holds far into the tail).
+
+``gelu(x) = x * Phi(x) = max(x, 0) - |x| * erfc(|x| / sqrt 2) / 2`` needs no branch, and the
+tanh form is evaluated as ``x / (1 + exp(-2u))``, equal to ``x/2 (1 + tanh(u))`` without its
+cancellation for negative ``x``.
+float64 keeps the reference's exact ``math.erf`` (see ``cpu_elementwise``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Final
+
+import numpy as np
+
+__all__ = ["ACTIVATIONS", "BLOCK", "step"]
+
+Array = np.ndarray[Any, Any]
+Step = Callable[[Array, Array], None]
+
+BLOCK = 16384
+
+ACTIVATIONS: Final = ("sigmoid", "silu", "elu", "leaky_relu", "gelu", "erf")
+
+_ERF_SMALL: Final = (
+    1.128379165501259,
+    -0.3761261877367793,
+    0.11283376741790185,
+    -0.026834631330396142,
+    0.00511435751034013,
+    -0.0006749590232044697,
+)
+# Q(t) for erfc(z) = t exp(-z^2 + Q(t)); the constant term of the gelu variant adds log(1/2).
+_ERFC: Final = (
+    -1.2654623461403613,
+    0.9989176306623933,
+    0.3842519311457828,
+    0.04574991766496559,
+    -0.030773828974830802,
+    -0.021222423612393907,
+    -0.7663085986887792,
+    1.2084781670472406,
+    -0.7024844137678409,
+    0.14885401460030093,
+)
+_SQRT1_2: Final = math.sqrt(0.5)
+_LOG_HALF: Final = math.log(0.5)
+_TANH_SCALE: Final = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC: Final = 0.044715
+# Clamp for formulas whose limit at -inf is -inf * 0: past it the result is -0.0 anyway.
+_FLOOR: Final = -1000.0
+
+
+def _horner(out: Array, t: Array, coefficients: tuple[float, ...]) -> None:
+    """``out = sum(c[i] * t**i)`` in place (``out`` and ``t`` are distinct buffers)."""
+    np.multiply(t, coefficients[-1], out=out)
+    for c in coefficients[-2:0:-1]:
+        np.add(out, c, out=out)
+        np.multiply(out, t, out=out)
+    np.add(out, coefficients[0], out=out)
+
+
+def _half_erfc(out: Array, z: Array, t: Array, q: Array, scale_log: float) -> None:
+    """``out = exp(scale_log) * erfc(z)`` for ``z >= 0``; ``t``, ``q`` are scratch."""
+    np.multiply(z, 0.5, out=t)
+    np.add(t, 1.0, out=t)
+    np.reciprocal(t, out=t)
+    _horner(q, t, (_ERFC[0] + scale_log, *_ERFC[1:]))
+    np.multiply(z, z, out=out)
+    np.subtract(q, out, out=out)
+    np.exp(out, out=out)
+    np.multiply(out, t, out=out)
+
+
+def _sigmoid(out: Array, x: Array, scratch: list[Array]) -> None:
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    np.add(out, 1.0, out=out)
+    np.reciprocal(out, out=out)
+
+
+def _silu(out: Array, x: Array, scratch: list[Array]) -> None:
+    s = scratch[0]
+    np.maximum(x, _FLOOR, out=s)
+    np.negative(s, out=out)
+    np.exp(out, out=out)
+    np.add(out, 1.0, out=out)
+    np.divide(s, out, out=out)
+
+
+def _gelu(out: Array, x: Array, scratch: list[Array]) -> None:
+    a, t, q = scratch[:3]
+    np.absolute(x, out=a)
+    np.minimum(a, -_FLOOR, out=a)
+    np.multiply(a, _SQRT1_2, out=out)
+    _half_erfc(q, out, t, scratch[3], _LOG_HALF)  # q = erfc(|x| / sqrt 2) / 2
+    np.multiply(q, a, out=q)
+    np.maximum(x, 0.0, out=out)
+    np.subtract(out, q, out=out)
+
+
+def _gelu_tanh(out: Array, x: Array, scratch: list[Array]) -> None:
+    # (x / 2)(1 + tanh(u)) = x / (1 + exp(-2u)): the same value without the cancellation of
+    # 1 + tanh(u) for negative x, with u = k (x + c x**3).
+    s = scratch[0]
+    np.maximum(x, _FLOOR, out=s)
+    np.multiply(s, s, out=out)
+    np.multiply(out, _TANH_CUBIC, out=out)
+    np.add(out, 1.0, out=out)
+    np.multiply(out, s, out=out)
+    np.multiply(out, -2.0 * _TANH_SCALE, out=out)
+    np.exp(out, out=out)
+    np.add(out, 1.0, out=out)
+    np.divide(s, out, out=out)
+
+
+def _erf(out: Array, x: Array, scratch: list[Array]) -> None:
+    a, t, q, small = scratch[:4]
+    np.absolute(x, out=a)
+    _half_erfc(out, a, t, q, 0.0)  # erfc(|x|)
+    np.subtract(1.0, out, out=out)
+    np.copysign(out, x, out=out)
+    np.multiply(x, x, out=t)
+    _horner(small, t, _ERF_SMALL)
+    np.multiply(small, x, out=small)
+    np.less(a, 0.75, out=q.view(np.bool_)[: a.size])
+    np.copyto(out, small, where=q.view(np.bool_)[: a.size])
+
+
+def _elu(alpha: float) -> Callable[[Array, Array, list[Array]], None]:
+    def apply(out: Array, x: Array, scratch: list[Array]) -> None:
+        mask = scratch[0].view(np.bool_)[: x.size]
+        np.expm1(x, out=out)
+        np.multiply(out, alpha, out=out)
+        np.greater(x, 0.0, out=mask)
+        np.copyto(out, x, where=mask)
+
+    return apply
+
+
+def _leaky_relu(slope: float) -> Callable[[Array, Array, list[Array]], None]:
+    def apply(out: Array, x: Array, scratch: list[Array]) -> None:
+        np.multiply(x, slope, out=out)
+        if 0.0 < slope <= 1.0:
+            # max(x, slope * x) is x for x > 0 and slope * x otherwise, NaN included.
+            np.maximum(out, x, out=out)
+        else:
+            mask = scratch[0].view(np.bool_)[: x.size]
+            np.greater(x, 0.0, out=mask)
+            np.copyto(out, x, where=mask)
+
+    return apply
+
+
+_SCRATCH: Final = {"sigmoid": 0, "silu": 1, "elu": 1, "leaky_relu": 1, "gelu": 4, "erf": 4}
+
+
+def step(name: str, options: Any, dtype: np.dtype[Any]) -> Step:
+    """``step(out, x)``: the activation of the 1-D contiguous ``x`` into ``out``, blockwise."""
+    formula: Callable[[Array, Array, list[Array]], None]
+    if name == "sigmoid":
+        formula = _sigmoid
+    elif name == "silu":
+        formula = _silu
+    elif name == "elu":
+        formula = _elu(1.0 if options is None else options.alpha)
+    elif name == "leaky_relu":
+        formula = _leaky_relu(0.01 if options is None else options.negative_slope)
+    elif name == "erf":
+        formula = _erf
+    elif options is not None and options.approximate == "tanh":
+        formula = _gelu_tanh
+    else:
+        formula = _gelu
+    count = _SCRATCH[name]
+
+    def run(out: Array, x: Array) -> None:
+        n = out.shape[0]
+        width = min(n, BLOCK)
+        scratch = [np.empty(width, dtype) for _ in range(count)]
+        if n <= BLOCK:
+            formula(out, x, [s[:n] for s in scratch])
+            return
+        for low in range(0, n, BLOCK):
+            high = min(low + BLOCK, n)
+            part = scratch if high - low == width else [s[: high - low] for s in scratch]
+            formula(out[low:high], x[low:high], part)
+
+    return run

@@ -1,0 +1,309 @@
+"""CPU runtime: aligned output memory, a buffer pool, quiet NumPy errors and the core threads.
+
+Besides arithmetic, three costs dominate CPU kernels: asking NumPy for an address to align an
+output (microseconds, more than a tiny kernel), first-touch page faults on a freshly mapped
+large output (about a third of a 16M-element ``add``), and one core idling. So tiny outputs are
+carved from per-thread 64-byte aligned slabs, large ones come from a small pool of aligned
+buffers that dead CPU results and finished scratch buffers return, and elementwise kernels over
+``PARALLEL_MIN`` elements split their output into one chunk per core on a lazily created
+thread pool (NumPy releases the GIL inside its loops). ``quiet_on`` / ``quiet_off`` make
+overflow and NaN plain values, as on Generic, for a fraction of ``np.errstate``'s cost.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ctypes
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ALIGN",
+    "PARALLEL_MIN",
+    "POOL_MIN_BYTES",
+    "THREADS",
+    "Array",
+    "chunked",
+    "empty",
+    "quiet",
+    "quiet_off",
+    "quiet_on",
+    "recycle",
+    "run_parallel",
+    "scratch",
+]
+
+Array = np.ndarray[Any, Any]
+
+ALIGN = 64
+# Elementwise work at or above this many output elements is split across the cores. Tests lower
+# it (monkeypatch) to exercise the threaded path on small tensors.
+PARALLEL_MIN = 1 << 20
+# Buffers at least this large are recycled; smaller ones are cheap for malloc to hand out.
+POOL_MIN_BYTES = 1 << 20
+# The pool keeps at most this many bytes of dead buffers, and this many per size.
+POOL_MAX_BYTES = 512 << 20
+POOL_PER_SIZE = 2
+THREADS = max(1, os.cpu_count() or 1)
+
+# nbytes -> dead raw uint8 buffers of exactly that many bytes (+ alignment slack).
+_pool: dict[int, list[Array]] = {}
+_pool_bytes = 0
+_pool_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+# Small outputs are sliced from 64-byte aligned slabs, one per thread and dtype: asking NumPy
+# for an array's address costs microseconds, more than a tiny kernel, and a basic slice is the
+# cheapest array NumPy makes. A live piece keeps its slab alive, so slabs stay small.
+SMALL_MAX = 1024
+SLAB_BYTES = 32 << 10
+_local = threading.local()
+
+
+def _new_slab(dtype: np.dtype[Any]) -> list[Any]:
+    """[typed slab, next free element, element count, elements per cache line] for this thread."""
+    slab = _aligned_raw(SLAB_BYTES).view(dtype)
+    state = [slab, 0, slab.size, max(1, ALIGN // dtype.itemsize)]
+    slabs: dict[Any, Any] = _local.__dict__  # keyed by dtype, not by attribute name
+    slabs[dtype] = state
+    return state
+
+
+def _address(raw: Array) -> int:
+    # A third of the cost of raw.ctypes.data or __array_interface__ (raw is writable).
+    buffer = ctypes.c_char.from_buffer(raw)  # type: ignore[arg-type]  # ndarray is a buffer
+    return ctypes.addressof(buffer)
+
+
+def _aligned_raw(nbytes: int) -> Array:
+    """A fresh uint8 array of ``nbytes`` starting on an ``ALIGN`` boundary (a view of its base)."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = (-_address(raw)) % ALIGN
+    return raw[start : start + nbytes]
+
+
+def _pooled(nbytes: int) -> Array:
+    """An aligned window of ``nbytes`` over a recycled raw buffer, or over a new one."""
+    global _pool_bytes
+    raw = None
+    free = _pool.get(nbytes)
+    if free:
+        with _pool_lock:
+            if free:
+                _pool_bytes -= nbytes
+                raw = free.pop()
+    if raw is None:
+        raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = (-_address(raw)) % ALIGN
+    return raw[start : start + nbytes]
+
+
+def empty(shape: tuple[int, ...], dtype: np.dtype[Any], size: int) -> Array:
+    """An uninitialised C-contiguous array of ``shape`` starting on a 64-byte boundary.
+
+    ``size`` is the product of ``shape`` (callers know it already). Only for outputs that the
+    kernel overwrites completely: recycled buffers hold stale data.
+    """
+    nbytes = size * dtype.itemsize
+    if nbytes <= SMALL_MAX:
+        slabs: dict[Any, Any] = _local.__dict__  # keyed by dtype, not by attribute name
+        state = slabs.get(dtype)
+        if state is None or state[1] + size > state[2]:
+            state = _new_slab(dtype)
+        start = state[1]
+        line = state[3]
+        state[1] = start + -(-size // line) * line  # the next piece starts on a cache line
+        piece = state[0][start : start + size]
+        return piece if len(shape) == 1 else piece.reshape(shape)  # type: ignore[no-any-return]
+    if nbytes < POOL_MIN_BYTES:
+        return np.ndarray(shape, dtype, _aligned_raw(nbytes))
+    return np.ndarray(shape, dtype, _pooled(nbytes))
+
+
+def recycle(flat: Array) -> None:
+    """Return the pooled buffer behind ``flat`` (a dead result, a finished scratch buffer).
+
+    The caller passes its only reference to ``flat`` (a local variable). A buffer still reachable
+    any other way (an exported view, a DLPack capsule, an array built over it) has a higher
+    reference count on ``flat`` or on the raw buffer and is left alone.
+    """
+    global _pool_bytes
+    raw = flat.base
+    if type(raw) is not np.ndarray or raw.dtype != np.uint8 or not raw.flags.owndata:
+        return
+    nbytes = flat.nbytes
+    if nbytes < POOL_MIN_BYTES or raw.size != nbytes + ALIGN:
+        return
+    # References to flat: the caller's, this parameter, getrefcount's argument. To raw: this
+    # local, getrefcount's argument, flat's base.
+    if sys.getrefcount(flat) > 3 or sys.getrefcount(raw) > 3:
+        return
+    with _pool_lock:
+        free = _pool.setdefault(nbytes, [])
+        if len(free) < POOL_PER_SIZE and _pool_bytes + nbytes <= POOL_MAX_BYTES:
+            free.append(raw)
+            _pool_bytes += nbytes
+
+
+def _quiet_context() -> Any:
+    # NumPy's error state lives in a context variable; np.errstate rebuilds its value on every
+    # entry (microseconds), so the "ignore everything" value is built once and swapped in.
+    try:
+        # Private NumPy names, guarded: any other layout falls back to np.errstate below.
+        from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
+            _extobj_contextvar,
+        )
+        from numpy._core.umath import _make_extobj
+    except ImportError:  # another NumPy layout: fall back to the public, slower context manager
+        return None
+    return _extobj_contextvar, _make_extobj(all="ignore")
+
+
+_QUIET = _quiet_context()
+
+
+class _Quiet:
+    """Context manager: floating-point overflow, division by zero and NaN are values, not warnings.
+
+    Re-entrant and thread-safe (the state is a context variable), unlike one ``np.errstate``.
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = quiet_on()
+
+    def __exit__(self, *exc: object) -> None:
+        quiet_off(self._token)
+
+
+def quiet() -> _Quiet:
+    """A fresh ``_Quiet`` context (one per ``with``: tokens are per entry)."""
+    return _Quiet()
+
+
+def quiet_on() -> Any:
+    """Enter quiet mode without a context manager (hot paths); pass the token to quiet_off."""
+    if _QUIET is None:
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+    return _QUIET[0].set(_QUIET[1])
+
+
+def quiet_off(token: Any) -> None:
+    """Leave the quiet mode ``quiet_on`` entered."""
+    if _QUIET is None:
+        token.__exit__(None, None, None)
+    else:
+        _QUIET[0].reset(token)
+
+
+def scratch(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Array:
+    """An uninitialised aligned work buffer; large ones come from the pool (``recycle`` them)."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < POOL_MIN_BYTES:
+        return np.empty(shape, dtype)
+    return np.ndarray(shape, dtype, _pooled(nbytes))
+
+
+def _pool_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(THREADS, thread_name_prefix="conveyor-cpu")
+    return _executor
+
+
+def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
+    """Run ``tasks`` on the pool and the calling thread; re-raise the first failure.
+
+    Tasks are leaf kernels (they never submit work themselves), so the caller can run the last
+    one itself and wait for the rest without risking a pool deadlock.
+    """
+    if len(tasks) == 1:
+        tasks[0]()
+        return
+    pool = _pool_executor()
+    # Each task runs in a copy of the caller's context, so NumPy's error state (quiet) holds there.
+    futures: list[Future[object]] = [
+        pool.submit(contextvars.copy_context().run, task) for task in tasks[:-1]
+    ]
+    error: BaseException | None = None
+    try:
+        tasks[-1]()
+    except BaseException as exc:  # re-raised once every chunk has finished writing
+        error = exc
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as exc:  # the first failure wins; the rest finished anyway
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def _split(extent: int, parts: int, quantum: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges covering ``range(extent)``, boundaries on ``quantum``."""
+    step = -(-extent // parts)
+    step = -(-step // quantum) * quantum
+    return [(lo, min(lo + step, extent)) for lo in range(0, extent, step)]
+
+
+def chunked(
+    kernel: Callable[..., object], out: Array, inputs: Sequence[Any], threads: int = 0
+) -> None:
+    """Call ``kernel(out_chunk, *input_chunks)`` over pieces of ``out``, one per core.
+
+    ``out`` is C-contiguous; each input is an array broadcastable to ``out.shape`` or a scalar
+    (passed through whole). Inputs with exactly ``out``'s shape and C order are split as flat
+    ranges; otherwise the chunks are taken along the outermost axis long enough to split, with
+    every array input broadcast (a view) to ``out.shape`` first.
+    """
+    threads = threads or THREADS
+    shape = out.shape
+    size = out.size
+    if threads < 2 or size < 2 or size < PARALLEL_MIN:
+        kernel(out, *inputs)
+        return
+    flat = all(
+        not isinstance(x, np.ndarray) or x.ndim == 0 or (x.shape == shape and x.flags.c_contiguous)
+        for x in inputs
+    )
+    if flat:
+        o1 = out.reshape(-1)
+        xs = [x.reshape(-1) if isinstance(x, np.ndarray) and x.ndim else x for x in inputs]
+        quantum = max(1, ALIGN // out.itemsize)
+        ranges = _split(size, threads, quantum)
+        tasks = [_task(kernel, o1, xs, (slice(lo, hi),)) for lo, hi in ranges]
+    else:
+        # The outermost axis that splits into every core, else the longest one.
+        axis = next(
+            (a for a, extent in enumerate(shape) if extent >= threads),
+            max(range(len(shape)), key=shape.__getitem__),
+        )
+        lead = (slice(None),) * axis
+        xs = [
+            np.broadcast_to(x, shape) if isinstance(x, np.ndarray) and x.ndim else x for x in inputs
+        ]
+        tasks = [
+            _task(kernel, out, xs, (*lead, slice(lo, hi)))
+            for lo, hi in _split(shape[axis], threads, 1)
+        ]
+    run_parallel(tasks)
+
+
+def _task(kernel: Callable[..., object], out: Array, xs: list[Any], key: tuple[slice, ...]) -> Any:
+    pieces = [x[key] if isinstance(x, np.ndarray) and x.ndim else x for x in xs]
+    target = out[key]
+    return lambda: kernel(target, *pieces)
