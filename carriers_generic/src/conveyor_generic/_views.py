@@ -23,7 +23,11 @@ __all__ = ["VIEW_OPERATIONS", "parse_rearrange"]
 
 
 def _options(op: cv.Operation, options: cv.OperationExecutionOptions | None) -> Any:
-    return options if options is not None else cv.OperationExecutionOptions(op._operation_name)
+    if options is not None:
+        return options
+    name = op._operation_name
+    assert name is not None  # forward runs only on dispatched operations
+    return cv.OperationExecutionOptions(name)
 
 
 def _copy(x: Tensor, values: np.ndarray[Any, Any]) -> Tensor:
@@ -41,7 +45,8 @@ class _View(cv.Operation):
 
     _input_shape: tuple[int, ...] = ()
 
-    def _forward(self, x: Tensor, *, options: cv.OperationExecutionOptions | None) -> Tensor:
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Tensor:
+        (x,) = inputs
         self._input_shape = x.shape
         return self._view(x, _options(self, options))
 
