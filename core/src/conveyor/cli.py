@@ -108,9 +108,9 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _carrier_rows(
     host: plugins.PluginHost, carriers: Mapping[str, type[Carrier]]
 ) -> list[dict[str, Any]]:
-    from conveyor.providers import definition_capabilities
     from conveyor.carrier import DependentCarrier, is_closed_carrier
     from conveyor.definitions import carrier_definition
+    from conveyor.providers import definition_capabilities
 
     rows = []
     for name, cls in carriers.items():
