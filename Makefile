@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Every distribution in the repository: the core, the shipped carriers, the kept plugins.
 DISTS := $(patsubst %/pyproject.toml,%,$(wildcard core/pyproject.toml carriers_*/pyproject.toml plugins/*/pyproject.toml))
-PACKAGES := conveyor $(notdir $(wildcard carriers_*/src/conveyor_* plugins/*/src/conveyor_*))
+PACKAGES := conveyor $(filter-out %.egg-info,$(notdir $(wildcard carriers_*/src/conveyor_* plugins/*/src/conveyor_*)))
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck pytest bench clean
