@@ -7,19 +7,17 @@ be re-viewed fall back to a contiguous copy (as NumPy does). Gradients are the i
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
 import numpy as np
 
 import conveyor as cv
 from conveyor import functional as F
-from conveyor.layout import normalize_axes
+from conveyor.layout import normalize_axes, rearrange_plan, slot_indices, view_layout
 from conveyor.tensor import Tensor
 from conveyor_generic._storage import ArrayStorage
 
-__all__ = ["VIEW_OPERATIONS", "parse_rearrange"]
+__all__ = ["VIEW_OPERATIONS"]
 
 
 def _options(op: cv.Operation, options: cv.OperationExecutionOptions | None) -> Any:
@@ -41,7 +39,7 @@ def _result(x: Tensor, layout: cv.Layout) -> Tensor:
 
 
 class _View(cv.Operation):
-    """Base: remembers the input's shape for the inverse view in backward."""
+    """Base: the core's view algebra, a copy only when no layout can express the result."""
 
     _input_shape: tuple[int, ...] = ()
 
@@ -51,37 +49,39 @@ class _View(cv.Operation):
         return self._view(x, _options(self, options))
 
     def _view(self, x: Tensor, opts: Any) -> Tensor:
-        raise NotImplementedError
+        name = self._operation_name
+        assert name is not None  # forward runs only on dispatched operations
+        layout = view_layout(name, x.layout, opts, x.carrier.size)
+        if layout is None:
+            return _copy(x, self._copied(x.numpy(), opts))
+        return _result(x, layout)
+
+    def _copied(self, values: np.ndarray[Any, Any], opts: Any) -> np.ndarray[Any, Any]:
+        """The values of a result no layout can express (only reshape and rearrange)."""
+        return values.reshape(opts.shape)
 
     def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
         return (F.reshape(gradient, shape=self._input_shape),)
 
 
 class Reshape(_View):
-    def _view(self, x: Tensor, opts: Any) -> Tensor:
-        layout = x.layout.reshape(opts.shape)
-        if layout is None:
-            return _copy(x, x.numpy().reshape(opts.shape))
-        return _result(x, layout)
+    pass
 
 
 class Squeeze(_View):
-    def _view(self, x: Tensor, opts: Any) -> Tensor:
-        return _result(x, x.layout.squeeze(opts.axes))
+    pass
 
 
 class Unsqueeze(_View):
-    def _view(self, x: Tensor, opts: Any) -> Tensor:
-        return _result(x, x.layout.unsqueeze(opts.axes))
+    pass
 
 
 class Permute(_View):
     _axes: tuple[int, ...] = ()
 
     def _view(self, x: Tensor, opts: Any) -> Tensor:
-        layout = x.layout.permute(opts.axes)
         self._axes = normalize_axes(opts.axes, x.ndim)
-        return _result(x, layout)
+        return super()._view(x, opts)
 
     def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
         inverse = tuple(int(a) for a in np.argsort(self._axes))
@@ -89,9 +89,6 @@ class Permute(_View):
 
 
 class BroadcastTo(_View):
-    def _view(self, x: Tensor, opts: Any) -> Tensor:
-        return _result(x, x.layout.broadcast_to(opts.shape))
-
     def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
         # The autograd engine sums a broadcast gradient back to the input's shape.
         return (gradient,)
@@ -104,7 +101,7 @@ class View(_View):
 
     def _view(self, x: Tensor, opts: Any) -> Tensor:
         self._key = opts.key
-        return _result(x, x.layout.index(opts.key))
+        return super()._view(x, opts)
 
     def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
         values = np.zeros(self._input_shape, gradient.dtype.numpy)
@@ -119,124 +116,16 @@ class AsStrided(_View):
     _source: cv.Layout | None = None
 
     def _view(self, x: Tensor, opts: Any) -> Tensor:
-        layout = cv.Layout(opts.shape, opts.strides, x.layout.offset + opts.offset)
-        low, high = layout.span()
-        if layout.size and (low < 0 or high > x.carrier.size):
-            msg = (
-                f"as_strided on {type(x.carrier).__name__}: the view reaches slots "
-                f"[{low}, {high}) outside the buffer of {x.carrier.size}"
-            )
-            raise IndexError(msg)
-        self._layout, self._source = layout, x.layout
-        return _result(x, layout)
+        result = super()._view(x, opts)
+        self._layout, self._source = result.layout, x.layout
+        return result
 
     def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
         assert self._layout is not None and self._source is not None
         size = max(self._layout.span()[1], self._source.span()[1])
         flat = np.zeros(size, gradient.dtype.numpy)
-        np.add.at(flat, _slots(self._layout), gradient.numpy())
-        return (_copy(gradient, flat[_slots(self._source)]),)
-
-
-def _slots(layout: cv.Layout) -> np.ndarray[Any, Any]:
-    index = np.full(layout.shape, layout.offset, np.int64)
-    for axis, (extent, stride) in enumerate(zip(layout.shape, layout.strides, strict=True)):
-        shape = [1] * layout.ndim
-        shape[axis] = extent
-        index = index + (np.arange(extent) * stride).reshape(shape)
-    return index
-
-
-_TOKEN = re.compile(r"\(|\)|\.\.\.|[A-Za-z_][A-Za-z0-9_]*|1|\S")
-
-
-def _side(text: str) -> list[list[str]]:
-    groups: list[list[str]] = []
-    current: list[str] | None = None
-    for token in _TOKEN.findall(text):
-        if token == "(":
-            if current is not None:
-                msg = f"rearrange: nested parentheses in {text!r}"
-                raise ValueError(msg)
-            current = []
-        elif token == ")":
-            if current is None:
-                msg = f"rearrange: unbalanced ')' in {text!r}"
-                raise ValueError(msg)
-            groups.append(current)
-            current = None
-        elif token == "1" or token == "..." or token.isidentifier():
-            names = [] if token == "1" else [token]
-            if current is None:
-                groups.append(names)
-            else:
-                current.extend(names)
-        else:
-            msg = f"rearrange: unexpected {token!r} in {text!r}"
-            raise ValueError(msg)
-    if current is not None:
-        msg = f"rearrange: unbalanced '(' in {text!r}"
-        raise ValueError(msg)
-    return groups
-
-
-def parse_rearrange(
-    pattern: str, shape: tuple[int, ...], sizes: dict[str, int]
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], dict[str, int]]:
-    """(elementary shape, axis order, output shape, every axis size) for an einops pattern.
-
-    Raises:
-        ValueError: malformed pattern, names differing between sides, or sizes that do not fit.
-    """
-    if pattern.count("->") != 1:
-        msg = f"rearrange: the pattern needs exactly one '->', got {pattern!r}"
-        raise ValueError(msg)
-    left_text, right_text = pattern.split("->")
-    left, right = _side(left_text), _side(right_text)
-    ellipsis_dims = len(shape) - len(left) + 1 if any("..." in g for g in left) else 0
-    if ellipsis_dims < 0 or (not ellipsis_dims and len(left) != len(shape)):
-        msg = f"rearrange: pattern {left_text.strip()!r} does not match {len(shape)} axes"
-        raise ValueError(msg)
-    known = dict(sizes)
-    expanded: list[list[str]] = []
-    dims = iter(shape)
-    for group in left:
-        if group == ["..."]:
-            for i in range(ellipsis_dims):
-                name = f"...{i}"
-                known[name] = next(dims)
-                expanded.append([name])
-            continue
-        extent = next(dims)
-        unknown = [n for n in group if n not in known]
-        product = math.prod(known[n] for n in group if n in known)
-        if len(unknown) > 1:
-            msg = f"rearrange: cannot infer the sizes of {unknown} in {pattern!r}; pass sizes="
-            raise ValueError(msg)
-        if unknown:
-            if product == 0 or extent % product:
-                msg = f"rearrange: axis of extent {extent} cannot split as {group} in {pattern!r}"
-                raise ValueError(msg)
-            known[unknown[0]] = extent // product
-        elif product != extent:
-            msg = f"rearrange: {group} has size {product}, but the axis has extent {extent}"
-            raise ValueError(msg)
-        expanded.append(group)
-    out_groups: list[list[str]] = []
-    for group in right:
-        if group == ["..."]:
-            out_groups.extend([f"...{i}"] for i in range(ellipsis_dims))
-        else:
-            out_groups.append(group)
-    left_names = [n for g in expanded for n in g]
-    right_names = [n for g in out_groups for n in g]
-    if sorted(left_names) != sorted(right_names) or len(set(left_names)) != len(left_names):
-        msg = f"rearrange: both sides of {pattern!r} must name the same axes exactly once"
-        raise ValueError(msg)
-    elementary = tuple(known[n] for n in left_names)
-    order = tuple(left_names.index(n) for n in right_names)
-    out_shape = tuple(math.prod(known[n] for n in g) for g in out_groups)
-    return elementary, order, out_shape, {n: known[n] for n in left_names}
+        np.add.at(flat, slot_indices(self._layout), gradient.numpy())
+        return (_copy(gradient, flat[slot_indices(self._source)]),)
 
 
 class Rearrange(_View):
@@ -245,19 +134,15 @@ class Rearrange(_View):
     _inverse: tuple[str, tuple[tuple[str, int], ...]] = ("", ())
 
     def _view(self, x: Tensor, opts: Any) -> Tensor:
-        elementary, order, out_shape, sizes = parse_rearrange(
-            opts.pattern, x.shape, dict(opts.sizes)
-        )
+        *_, sizes = rearrange_plan(opts.pattern, x.shape, dict(opts.sizes))
         left, right = opts.pattern.split("->")
         named = tuple((n, s) for n, s in sorted(sizes.items()) if not n.startswith("..."))
         self._inverse = (f"{right}->{left}", named)
-        split = x.layout.reshape(elementary)
-        moved = split.permute(order) if split is not None else None
-        merged = moved.reshape(out_shape) if moved is not None else None
-        if merged is None:
-            values = x.numpy().reshape(elementary).transpose(order).reshape(out_shape)
-            return _copy(x, values)
-        return _result(x, merged)
+        return super()._view(x, opts)
+
+    def _copied(self, values: np.ndarray[Any, Any], opts: Any) -> np.ndarray[Any, Any]:
+        split, order, merged, _ = rearrange_plan(opts.pattern, values.shape, dict(opts.sizes))
+        return values.reshape(split).transpose(order).reshape(merged)
 
     def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
         pattern, sizes = self._inverse

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, final
 
-__all__ = ["Layout", "broadcast_shapes", "normalize_axes", "normalize_axis"]
+__all__ = [
+    "Layout",
+    "broadcast_shapes",
+    "normalize_axes",
+    "normalize_axis",
+    "rearrange_plan",
+    "slot_indices",
+    "view_layout",
+]
 
 
 def _as_shape(values: Iterable[Any] | int, what: str) -> tuple[int, ...]:
@@ -348,3 +357,139 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
                     raise ValueError(msg)
                 out[i] = extent
     return tuple(out)
+
+
+# -- the eight view names as layout algebra, shared by every carrier ------------------------
+
+_TOKEN = re.compile(r"\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\S")
+
+
+def _pattern_groups(side: str, pattern: str) -> list[list[str]]:
+    """One list of axis names per axis of one side of a pattern (``1`` is an empty group)."""
+    out: list[list[str]] = []
+    group: list[str] | None = None
+    for token in _TOKEN.findall(side):
+        if token == "(" and group is None:
+            group = []
+        elif token == ")" and group is not None:
+            out.append(group)
+            group = None
+        elif token == "1" or token == "..." or token.isidentifier():
+            names = [] if token == "1" else [token]
+            if group is None:
+                out.append(names)
+            else:
+                group.extend(names)
+        else:
+            msg = f"rearrange: unexpected {token!r} in the pattern {pattern!r}"
+            raise ValueError(msg)
+    if group is not None:
+        msg = f"rearrange: unclosed '(' in the pattern {pattern!r}"
+        raise ValueError(msg)
+    return out
+
+
+def rearrange_plan(
+    pattern: str, shape: tuple[int, ...], sizes: Mapping[str, int]
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], dict[str, int]]:
+    """How an einops-style ``rearrange`` acts on ``shape``: split, permute, merge.
+
+    Returns ``(split shape, axis order, merged shape, size of every named axis)``.
+
+    Raises:
+        ValueError: a malformed pattern, sides naming different axes, or sizes that do not fit.
+    """
+    if pattern.count("->") != 1:
+        msg = f"rearrange: the pattern needs exactly one '->', got {pattern!r}"
+        raise ValueError(msg)
+    left_text, right_text = pattern.split("->")
+    left = _pattern_groups(left_text, pattern)
+    right = _pattern_groups(right_text, pattern)
+    spread = len(shape) - (len(left) - 1) if ["..."] in left else 0
+    if (["..."] in left and spread < 0) or (["..."] not in left and len(left) != len(shape)):
+        msg = f"rearrange: {left_text.strip()!r} does not describe {len(shape)} axes"
+        raise ValueError(msg)
+
+    def expand(groups: list[list[str]]) -> list[list[str]]:
+        out: list[list[str]] = []
+        for g in groups:
+            out.extend([[f"...{i}"] for i in range(spread)] if g == ["..."] else [g])
+        return out
+
+    left, right = expand(left), expand(right)
+    known = dict(sizes)
+    for group, extent in zip(left, shape, strict=True):
+        if len(group) == 1 and group[0].startswith("..."):
+            known[group[0]] = extent
+            continue
+        missing = [n for n in group if n not in known]
+        product = math.prod(known[n] for n in group if n in known)
+        if len(missing) > 1 or (missing and (product == 0 or extent % product)):
+            msg = f"rearrange: cannot split an axis of extent {extent} into {group}"
+            raise ValueError(msg)
+        if missing:
+            known[missing[0]] = extent // product
+        elif product != extent:
+            msg = f"rearrange: {group} multiplies to {product}, the axis has extent {extent}"
+            raise ValueError(msg)
+    names = [n for g in left for n in g]
+    outputs = [n for g in right for n in g]
+    if len(set(names)) != len(names) or sorted(names) != sorted(outputs):
+        msg = f"rearrange: both sides of {pattern!r} must name the same axes, each once"
+        raise ValueError(msg)
+    split = tuple(known[n] for n in names)
+    order = tuple(names.index(n) for n in outputs)
+    merged = tuple(math.prod(known[n] for n in g) for g in right)
+    return split, order, merged, {n: known[n] for n in names}
+
+
+def view_layout(name: str, layout: Layout, options: Any, buffer_size: int) -> Layout | None:
+    """The layout a view name gives over the same buffer, or ``None`` when only a copy can.
+
+    ``options`` is the validated ``OperationExecutionOptions`` of ``name``; ``buffer_size`` bounds
+    ``as_strided`` (whose ``offset`` counts from the input's own offset).
+
+    Raises:
+        ValueError, IndexError: the options do not fit the layout (as NumPy would raise).
+    """
+    if name == "reshape":
+        return layout.reshape(options.shape)
+    if name == "squeeze":
+        return layout.squeeze(options.axes)
+    if name == "unsqueeze":
+        return layout.unsqueeze(options.axes)
+    if name == "permute":
+        return layout.permute(options.axes)
+    if name == "broadcast_to":
+        return layout.broadcast_to(options.shape)
+    if name == "view":
+        return layout.index(options.key)
+    if name == "as_strided":
+        out = Layout(options.shape, options.strides, layout.offset + options.offset)
+        low, high = out.span()
+        if out.size and (low < 0 or high > buffer_size):
+            msg = f"as_strided: the view reaches slots [{low}, {high}) outside {buffer_size} slots"
+            raise IndexError(msg)
+        return out
+    if name == "rearrange":
+        split, order, merged, _ = rearrange_plan(options.pattern, layout.shape, dict(options.sizes))
+        step = layout.reshape(split)
+        step = step.permute(order) if step is not None else None
+        return step.reshape(merged) if step is not None else None
+    msg = f"{name!r} is not a view name"
+    raise ValueError(msg)
+
+
+def slot_indices(layout: Layout) -> Any:
+    """A NumPy int64 array, shaped like ``layout``, of the buffer slot of every element.
+
+    Gradients of overlapping views (``as_strided``, broadcasts) scatter-add through it.
+    """
+    import numpy as np
+
+    index = np.full(layout.shape, layout.offset, np.int64)
+    for axis, (extent, stride) in enumerate(zip(layout.shape, layout.strides, strict=True)):
+        reach = [1] * layout.ndim
+        reach[axis] = extent
+        index = index + (np.arange(extent, dtype=np.int64) * stride).reshape(reach)
+    return index
