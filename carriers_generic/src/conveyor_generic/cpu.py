@@ -50,10 +50,11 @@ _DLPACK_CPU: Final = (1, 0)  # (kDLCPU, device 0)
 class CPU(ArrayStorage):
     """The performance carrier: every planned name and the eight view names, tuned for speed.
 
-    Results equal Generic's bit for bit for integer, bool and exactly rounded float operations,
-    and within a few ulps (transcendental functions) or a summation tolerance (sums, products,
-    contractions) otherwise. Allocate with ``CPU.allocate(size, dtype)`` or by name:
-    ``cv.tensor(data, carrier="cpu")`` (the default carrier).
+    Results equal Generic's bit for bit for integer, bool, comparison, arithmetic, reduction,
+    sorting and indexing plans; float32 / float64 transcendental functions and activations are
+    within a few ulps (NumPy's SIMD loops, in-place formulas), and ``conv_general`` within a
+    summation tolerance (another contraction order). Allocate with
+    ``CPU.allocate(size, dtype)`` or by name: ``cv.tensor(data, carrier="cpu")`` (the default).
     """
 
     # (layout, NumPy view) of the last layout read by a kernel: a tuple, replaced atomically.
