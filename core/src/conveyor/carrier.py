@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from conveyor.capabilities import (
+    _DECLARED,
     CapabilitySet,
     OperationCapability,
     UnsupportedOperationPlan,
@@ -238,7 +239,7 @@ class Carrier:
 
     def operation_capabilities(self) -> CapabilitySet:
         """The exact plans this carrier executes (its class's sealed declaration)."""
-        return declared_capabilities(type(self))
+        return _DECLARED.get(type(self)) or declared_capabilities(type(self))
 
     def supports_operation_plan(self, plan: OperationPlan) -> bool:
         return self.operation_capabilities().supports(plan)
@@ -249,7 +250,7 @@ class Carrier:
     def require_operation_plan(self, plan: OperationPlan) -> None:
         """Raise ``UnsupportedOperationPlan`` unless this carrier advertises ``plan`` exactly."""
         caps = self.operation_capabilities()
-        if not caps.supports(plan):
+        if caps._memo.get(plan) is not True and not caps.supports(plan):
             reason = caps.reason(plan)
             assert reason is not None  # unsupported implies a reason
             raise UnsupportedOperationPlan(plan.operation, type(self), plan, reason)

@@ -199,13 +199,9 @@ class Operation:
                 f"({', '.join(spec.roles)}), got {len(inputs)}"
             )
             raise TypeError(msg)
-        keys: list[DType | complex | None] = []
-        for x in inputs:
-            if type(x) is Tensor:
-                keys.append(x._dtype)
-            elif x is None or isinstance(x, _SCALARS):
-                keys.append(x)
-            else:
+        keys = [x._dtype if type(x) is Tensor else x for x in inputs]
+        for x in keys:
+            if type(x) is not DType and not (x is None or isinstance(x, _SCALARS)):
                 msg = (
                     f"{spec.name} on {_carrier_name(self)}: operands must be Tensors or Python "
                     f"scalars, got {x!r} ({type(x).__name__})"
