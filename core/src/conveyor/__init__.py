@@ -15,6 +15,14 @@ from conveyor.capabilities import (
     register_operation_capabilities,
 )
 from conveyor.carrier import Carrier, DependentCarrier, closed_carrier, is_closed_carrier
+from conveyor.carrier_definitions import (
+    CarrierDefinition,
+    adopt_storage,
+    definition_capabilities,
+    register_carrier_definition,
+    register_kernel_pack,
+    storage_handle,
+)
 from conveyor.definitions import (
     NON_DIFFERENTIABLE,
     BoundCall,
@@ -130,7 +138,6 @@ from conveyor.policy import (
 )
 from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
 from conveyor.providers import (
-    CarrierDefinition,
     CarrierFacet,
     CompositeProvider,
     KernelExecutionInterface,
@@ -145,11 +152,6 @@ from conveyor.providers import (
     TransferProvider,
     TransferRoute,
     Unsupported,
-    adopt_storage,
-    definition_capabilities,
-    register_carrier_definition,
-    register_kernel_pack,
-    storage_handle,
 )
 from conveyor.tensor import (
     Subtensor,

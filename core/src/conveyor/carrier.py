@@ -259,7 +259,7 @@ class Carrier:
 
     def facet(self, facet: type[_Facet]) -> _Facet | None:
         """The ``facet`` contract this carrier's exact definition offers, or ``None``."""
-        from conveyor.providers import carrier_facet
+        from conveyor.carrier_definitions import carrier_facet
 
         return carrier_facet(self, facet)
 

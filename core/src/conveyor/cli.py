@@ -109,8 +109,8 @@ def _carrier_rows(
     host: plugins.PluginHost, carriers: Mapping[str, type[Carrier]]
 ) -> list[dict[str, Any]]:
     from conveyor.carrier import DependentCarrier, is_closed_carrier
+    from conveyor.carrier_definitions import definition_capabilities
     from conveyor.definitions import carrier_definition
-    from conveyor.providers import definition_capabilities
 
     rows = []
     for name, cls in carriers.items():

@@ -2,10 +2,11 @@
 
 An ``OperationDefinition`` is the one meaning of a dispatch name: how a call binds, how it
 resolves into an immutable ``ResolvedInvocation`` (plan, result specs, saved operands), and its
-VJP. A carrier class registered with a ``CarrierDefinition`` (``conveyor.providers``) dispatches
-a fresh ``DefinitionOperation`` bound to the central definition and the exact carrier; calling it
-binds and resolves centrally, runs the capability gate (derived from the carrier's kernel
-patterns), and only then lets a provider prepare and execute. Provider results are checked
+VJP. A carrier class registered with a ``CarrierDefinition`` (see
+``conveyor.carrier_definitions``) dispatches a fresh ``DefinitionOperation`` bound to the central
+definition and the exact carrier; calling it binds and resolves centrally, runs the capability
+gate (derived from the carrier's kernel patterns), and only then lets a provider prepare and
+execute. Provider results are checked
 against the invocation before anything is published; gradients come only from the central VJP.
 
 The built-in definitions (``add``, ``mul``, ``elementwise_mul``, ``relu``, ``reduce_sum``,
@@ -23,23 +24,25 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from conveyor.capabilities import _key
+from conveyor.carrier_definitions import (
+    CarrierDefinition,
+    _Sealed,
+    _sealed,
+    carrier_definition,
+    register_carrier_definition,
+)
 from conveyor.dtypes import DType
 from conveyor.layout import Layout, broadcast_shapes, normalize_axes
 from conveyor.operation import Operation
 from conveyor.options import OperationExecutionOptions
 from conveyor.policy import OperationPlan, is_planned
 from conveyor.providers import (
-    CarrierDefinition,
     KernelExecutionInterface,
     KernelPattern,
     PreparedComposite,
     ProviderContractError,
     ProviderResult,
     Unsupported,
-    _Sealed,
-    _sealed,
-    carrier_definition,
-    register_carrier_definition,
 )
 from conveyor.tensor import Tensor
 

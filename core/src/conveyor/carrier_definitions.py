@@ -1,0 +1,466 @@
+"""Carrier definitions: the registry that makes an exact carrier class definition-backed.
+
+``register_carrier_definition`` binds one ``CarrierDefinition`` (its providers) to one exact
+class, with no base-class traversal; the first use seals it together with the kernel packs that
+target it. Registration also installs provider-backed storage hooks on the class, so the
+``Carrier`` storage contract (liveness, mutability and range checks) stays the one entry point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+
+import attrs
+
+from conveyor.capabilities import (
+    CapabilitySet,
+    OperationCapability,
+    _key,
+    declared_capabilities,
+    register_operation_capabilities,
+)
+from conveyor.dtypes import DType
+from conveyor.layout import Layout
+from conveyor.policy import is_planned
+
+if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
+
+from conveyor.providers import (
+    CarrierFacet,
+    CompositeProvider,
+    KernelPack,
+    KernelPattern,
+    KernelProvider,
+    StorageProvider,
+    TransferRoute,
+    _facets,
+    _routes,
+)
+
+_F = TypeVar("_F", bound=CarrierFacet)
+
+__all__ = [
+    "CarrierDefinition",
+    "adopt_storage",
+    "carrier_definition",
+    "carrier_facet",
+    "definition_capabilities",
+    "register_carrier_definition",
+    "register_kernel_pack",
+    "storage_handle",
+]
+
+
+# -- carrier definitions ------------------------------------------------------------------------
+
+
+@final
+@attrs.frozen(kw_only=False)
+class CarrierDefinition:
+    """How a sibling carrier stores data and which providers execute its operations.
+
+    ``storage`` is the ``StorageProvider``. A definition with neither ``kernels`` nor
+    ``composite`` is storage-only: every computational dispatch name is refused. ``transfers``
+    become ``cv.move`` routes when the definition is registered; ``facets`` are
+    ``CarrierFacet`` subclasses served by ``carrier.facet(T)``.
+    """
+
+    storage: Any
+    kernels: KernelProvider | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(KernelProvider)),
+    )
+    transfers: tuple[TransferRoute, ...] = attrs.field(default=(), converter=_routes)
+    composite: CompositeProvider | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(CompositeProvider)),
+    )
+    facets: tuple[type[CarrierFacet], ...] = attrs.field(default=(), converter=_facets)
+
+    def __attrs_post_init__(self) -> None:
+        for route in self.transfers:
+            if not isinstance(route, TransferRoute):
+                msg = f"CarrierDefinition: transfers must be TransferRoute records, got {route!r}"
+                raise TypeError(msg)
+        for facet in self.facets:
+            if not (isinstance(facet, type) and issubclass(facet, CarrierFacet)):
+                msg = f"CarrierDefinition: facets must be CarrierFacet subclasses, got {facet!r}"
+                raise TypeError(msg)
+
+    @property
+    def is_storage_only(self) -> bool:
+        return self.kernels is None and self.composite is None
+
+
+@final
+class _Sealed:
+    """A definition-backed class's execution table, frozen at its first observation."""
+
+    __slots__ = ("capabilities", "composite_names", "planned", "unplanned")
+
+    def __init__(self, cls: type, definition: CarrierDefinition, packs: list[KernelPack]) -> None:
+        patterns = list(definition.kernels.patterns if definition.kernels else ())
+        for pack in packs:
+            patterns.extend(pack.patterns)
+        self.planned: dict[tuple[Any, ...], KernelPattern] = {}
+        self.unplanned: dict[str, KernelPattern] = {}
+        capabilities: list[OperationCapability] = []
+        for pattern in patterns:
+            if is_planned(pattern.operation):
+                if not pattern.plans:
+                    msg = (
+                        f"{pattern.operation} on {cls.__name__}: a kernel pattern of a "
+                        f"dtype-planned operation must list the exact plans it executes"
+                    )
+                    raise ValueError(msg)
+                for cap in pattern.plans:
+                    if _key(cap) in self.planned:
+                        msg = f"{pattern.operation} on {cls.__name__}: two kernels cover {cap!r}"
+                        raise ValueError(msg)
+                    self.planned[_key(cap)] = pattern
+                    capabilities.append(cap)
+            else:
+                if pattern.plans:
+                    msg = (
+                        f"{pattern.operation} on {cls.__name__}: the operation is not "
+                        f"dtype-planned, so its kernel pattern lists no plans"
+                    )
+                    raise ValueError(msg)
+                if pattern.operation in self.unplanned:
+                    msg = f"{pattern.operation} on {cls.__name__}: two kernels cover it"
+                    raise ValueError(msg)
+                self.unplanned[pattern.operation] = pattern
+        composite = definition.composite
+        self.composite_names: frozenset[str] = frozenset()
+        if composite is not None:
+            capabilities.extend(c for c in composite.capabilities if _key(c) not in self.planned)
+            self.composite_names = frozenset(c.operation for c in composite.capabilities)
+        self.capabilities = CapabilitySet(capabilities)
+
+    def covers(self, name: str) -> bool:
+        return (
+            name in self.unplanned
+            or name in self.capabilities.names
+            or name in self.composite_names
+        )
+
+
+_DEFINITIONS: dict[type, CarrierDefinition | None] = {}
+_SEALED: dict[type, _Sealed] = {}
+_PACKS: dict[type, list[KernelPack]] = {}
+_LOCK = threading.RLock()
+# Storage hooks (and the capability query) a definition-backed class gets from its definition
+# unless it resolves the hook to something other than the Carrier default.
+_HOOKS: Final = (
+    "_allocate",
+    "_storage_size",
+    "_storage_dtype",
+    "_storage_mutable",
+    "_read",
+    "_write",
+    "_export",
+    "_import",
+    "_release",
+    "operation_capabilities",
+)
+
+
+def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinition) -> None:
+    """Make the exact class ``cls`` definition-backed; once per class, before first use.
+
+    The class's storage hooks and capability query then go through the definition (those it
+    does not define itself), and its transfers become ``cv.move`` routes. Subclasses inherit
+    nothing: each exact class registers its own definition.
+
+    Raises:
+        TypeError: ``cls`` is not a Carrier class, is a closed shipped carrier, or
+            ``definition`` is not a ``CarrierDefinition``.
+        ValueError: ``cls`` already has a definition, was already observed without one, or
+            already declared capabilities with ``register_operation_capabilities``.
+    """
+    from conveyor.capabilities import _DECLARED
+    from conveyor.carrier import Carrier, is_closed_carrier
+
+    if not isinstance(cls, type) or not issubclass(cls, Carrier):
+        msg = f"register_carrier_definition: {cls!r} is not a Carrier class"
+        raise TypeError(msg)
+    if is_closed_carrier(cls):
+        msg = f"register_carrier_definition: {cls.__name__} is a closed shipped carrier"
+        raise TypeError(msg)
+    if not isinstance(definition, CarrierDefinition):
+        msg = (
+            f"register_carrier_definition: expected a CarrierDefinition for {cls.__name__}, "
+            f"got {definition!r} ({type(definition).__name__})"
+        )
+        raise TypeError(msg)
+    with _LOCK:
+        if cls in _DEFINITIONS:
+            state = "a definition" if _DEFINITIONS[cls] else "been used without a definition"
+            msg = (
+                f"register_carrier_definition: {cls.__name__} has already {state}; register "
+                f"exactly once, before the class is first used"
+            )
+            raise ValueError(msg)
+        if cls in _DECLARED:
+            msg = (
+                f"register_carrier_definition: {cls.__name__} already has a capability set; a "
+                f"definition-backed class derives its capabilities from its kernel patterns"
+            )
+            raise ValueError(msg)
+        _DEFINITIONS[cls] = definition
+        _install_hooks(cls)
+    if definition.transfers:
+        from conveyor.move import register_move_route
+
+        for route in definition.transfers:
+            register_move_route(
+                source=route.source,
+                destination=route.destination,
+                copy=route.provider.transfer,
+            )
+
+
+def carrier_definition(cls: type) -> CarrierDefinition | None:
+    """The definition of the exact class ``cls``, or ``None`` (which seals it definition-free)."""
+    try:
+        return _DEFINITIONS[cls]
+    except KeyError:
+        with _LOCK:
+            return _DEFINITIONS.setdefault(cls, None)
+
+
+def register_kernel_pack(pack: KernelPack) -> None:
+    """Add ``pack``'s patterns to its definition-backed carrier class, before first use.
+
+    Raises:
+        TypeError: ``pack`` is not a ``KernelPack``.
+        ValueError: the class is not definition-backed, or was already observed (sealed).
+    """
+    if not isinstance(pack, KernelPack):
+        msg = f"register_kernel_pack: expected a KernelPack, got {pack!r} ({type(pack).__name__})"
+        raise TypeError(msg)
+    cls = pack.carrier
+    with _LOCK:
+        if _DEFINITIONS.get(cls) is None:
+            msg = (
+                f"register_kernel_pack {pack.name!r}: {cls.__name__} is not definition-backed; "
+                f"register its CarrierDefinition first"
+            )
+            raise ValueError(msg)
+        if cls in _SEALED:
+            msg = (
+                f"register_kernel_pack {pack.name!r}: {cls.__name__} is sealed (it was already "
+                f"used); register kernel packs before the carrier's first use"
+            )
+            raise ValueError(msg)
+        _PACKS.setdefault(cls, []).append(pack)
+
+
+def _contributed_packs(cls: type) -> list[KernelPack]:
+    """Packs for ``cls`` from the default plugin host, when it has already scanned.
+
+    Only a host that already scanned is asked: a first observation during plugin loading must not
+    start a scan from inside a scan.
+    """
+    from conveyor.plugins import _host
+
+    default = _host._default
+    if default is None or default._discovery is None:
+        return []
+    found = []
+    for item in default.kernel_packs():
+        if not isinstance(item, KernelPack):
+            msg = (
+                f"a plugin's conveyor_kernel_packs hook contributed {item!r} "
+                f"({type(item).__name__}); contribute conveyor.KernelPack records"
+            )
+            raise TypeError(msg)
+        if item.carrier is cls:
+            found.append(item)
+    return found
+
+
+def _sealed(cls: type, definition: CarrierDefinition) -> _Sealed:
+    """The sealed table of ``cls``; the first call seals it with the packs known then."""
+    found = _SEALED.get(cls)
+    if found is not None:
+        return found
+    contributed = _contributed_packs(cls)
+    with _LOCK:
+        found = _SEALED.get(cls)
+        if found is None:
+            found = _Sealed(cls, definition, [*_PACKS.get(cls, ()), *contributed])
+            _SEALED[cls] = found
+            # Also declared, so class-level readers (the CLI) see the same set. When someone
+            # queried the class first it is sealed empty there; operation_capabilities (and
+            # so the gate) reads this table instead.
+            with contextlib.suppress(ValueError):
+                register_operation_capabilities(cls, found.capabilities)
+    return found
+
+
+def definition_capabilities(cls: type) -> CapabilitySet:
+    """The capability set of a definition-backed class (sealing it), else its declared set."""
+    definition = carrier_definition(cls)
+    if definition is None:
+        return declared_capabilities(cls)
+    return _sealed(cls, definition).capabilities
+
+
+# -- storage hooks installed on definition-backed classes ----------------------------------------
+
+
+def _storage_of(cls: type, hook: str) -> StorageProvider:
+    definition = _DEFINITIONS.get(cls)
+    if definition is None:
+        base = next((c for c in cls.__mro__[1:] if _DEFINITIONS.get(c) is not None), None)
+        if base is None:
+            msg = f"{hook} on {cls.__name__}: the class is not definition-backed"
+        else:
+            msg = (
+                f"{cls.__name__} does not implement the storage hook {hook}: its base "
+                f"{base.__name__} is definition-backed, but definitions are not inherited; "
+                f"register a CarrierDefinition for {cls.__name__}"
+            )
+        raise NotImplementedError(msg)
+    storage = definition.storage
+    if not isinstance(storage, StorageProvider):
+        msg = (
+            f"{cls.__name__}: its CarrierDefinition's storage {storage!r} is not a "
+            f"StorageProvider, so it cannot {hook.lstrip('_')}"
+        )
+        raise NotImplementedError(msg)
+    return storage
+
+
+def _handle(carrier: Any, hook: str) -> Any:
+    """The storage handle of ``carrier``, after the identity check (exact class, own handle)."""
+    cls = type(carrier)
+    _storage_of(cls, hook)
+    try:
+        return carrier._cv_storage_handle
+    except AttributeError:
+        msg = (
+            f"{hook} on {cls.__name__}: this instance has no storage; create carriers with "
+            f"{cls.__name__}.allocate(size, dtype) or conveyor.adopt_storage"
+        )
+        raise RuntimeError(msg) from None
+
+
+def storage_handle(carrier: Carrier) -> Any:
+    """The storage handle behind a definition-backed carrier, for its own provider's kernels.
+
+    Raises:
+        NotImplementedError: ``carrier``'s exact class is not definition-backed.
+        RuntimeError: the carrier was released.
+    """
+    carrier._check_alive("storage_handle")
+    return _handle(carrier, "storage_handle")
+
+
+def adopt_storage(cls: type[Carrier], handle: Any, size: int, dtype: DType) -> Any:
+    """A new ``cls`` instance over an existing storage ``handle`` (e.g. attached by name).
+
+    For storage providers that can reach storage another process or library created; the
+    handle is released with the carrier.
+    """
+    carrier_definition(cls)
+    _storage_of(cls, "adopt_storage")
+    _sealed(cls, _DEFINITIONS[cls])  # type: ignore[arg-type]  # checked by _storage_of
+    carrier = cls()
+    carrier._cv_storage_handle = handle  # type: ignore[attr-defined]  # framework-owned slot
+    carrier._cv_storage_size = size  # type: ignore[attr-defined]
+    carrier._cv_storage_dtype = dtype  # type: ignore[attr-defined]
+    return carrier
+
+
+def _allocate(cls: type[Carrier], /, size: int, dtype: DType, **options: Any) -> Any:
+    storage = _storage_of(cls, "_allocate")
+    if not storage.supports_dtype(dtype):
+        msg = (
+            f"allocate on {cls.__name__}: the storage provider does not store {dtype.name}; "
+            f"choose another dtype or carrier"
+        )
+        raise TypeError(msg)
+    return adopt_storage(cls, storage.allocate(size, dtype, **options), size, dtype)
+
+
+def _storage_size(self: Any) -> int:
+    _handle(self, "_storage_size")
+    size: int = self._cv_storage_size
+    return size
+
+
+def _storage_dtype(self: Any) -> DType:
+    _handle(self, "_storage_dtype")
+    dtype: DType = self._cv_storage_dtype
+    return dtype
+
+
+def _storage_mutable(self: Any) -> bool:
+    return _storage_of(type(self), "_storage_mutable").mutable(_handle(self, "_storage_mutable"))
+
+
+def _read(self: Any, index: int) -> Any:
+    return _storage_of(type(self), "_read").read(_handle(self, "_read"), index)
+
+
+def _write(self: Any, index: int, value: Any) -> None:
+    _storage_of(type(self), "_write").write(_handle(self, "_write"), index, value)
+
+
+def _export(self: Any, layout: Layout) -> Any:
+    storage = _storage_of(type(self), "_export")
+    return storage.export_span(_handle(self, "_export"), layout, self._cv_storage_dtype)
+
+
+def _import(self: Any, layout: Layout, values: Any) -> None:
+    storage = _storage_of(type(self), "_import")
+    storage.import_span(_handle(self, "_import"), layout, self._cv_storage_dtype, values)
+
+
+def _release(self: Any) -> None:
+    _storage_of(type(self), "_release").release(_handle(self, "_release"))
+
+
+def _operation_capabilities(self: Any) -> CapabilitySet:
+    return definition_capabilities(type(self))
+
+
+_IMPLEMENTATIONS: Final[dict[str, Any]] = {
+    "_allocate": classmethod(_allocate),
+    "_storage_size": _storage_size,
+    "_storage_dtype": _storage_dtype,
+    "_storage_mutable": _storage_mutable,
+    "_read": _read,
+    "_write": _write,
+    "_export": _export,
+    "_import": _import,
+    "_release": _release,
+    "operation_capabilities": _operation_capabilities,
+}
+
+
+def _install_hooks(cls: type) -> None:
+    from conveyor.carrier import Carrier
+
+    for hook in _HOOKS:
+        owner = next(c for c in cls.__mro__ if hook in c.__dict__)
+        if owner is Carrier:  # still the base default
+            setattr(cls, hook, _IMPLEMENTATIONS[hook])
+
+
+def carrier_facet(carrier: Carrier, facet: type[_F]) -> _F | None:
+    """The first facet of ``carrier``'s exact definition that is a ``facet``, built around it."""
+    if not (isinstance(facet, type) and issubclass(facet, CarrierFacet)):
+        msg = f"facet: expected a CarrierFacet subclass, got {facet!r} ({type(facet).__name__})"
+        raise TypeError(msg)
+    definition = carrier_definition(type(carrier))
+    if definition is not None:
+        for offered in definition.facets:
+            if issubclass(offered, facet):
+                return offered(carrier)
+    return None
