@@ -321,7 +321,6 @@ class TestZeroCopy:
         with pytest.raises(BufferError, match=r"__dlpack__ on CPU: .*device"):
             t.carrier._dlpack(t.layout, dl_device=(2, 0))  # type: ignore[attr-defined]
 
-    @pytest.mark.skipif(not hasattr(cv.Tensor, "__dlpack__"), reason="core hook not added yet")
     def test_numpy_from_dlpack_of_a_tensor(self) -> None:
         t = cv.tensor(np.arange(4.0), carrier=CPU)
         out = np.from_dlpack(t)
