@@ -29,6 +29,8 @@ __all__ = [
     "lane_axes",
     "quiet",
     "reduced_axes",
+    "refuse_empty",
+    "scalar",
     "widen",
 ]
 
@@ -61,7 +63,7 @@ def _wrap_int(value: int, dtype: cv.DType) -> int:
     return value
 
 
-def _scalar(value: Any, dtype: cv.DType) -> Array:
+def scalar(value: Any, dtype: cv.DType) -> Array:
     """A weak Python scalar converted to ``dtype`` (integers wrap, large floats become inf)."""
     if dtype.is_bool:
         return np.array(bool(value))
@@ -88,7 +90,7 @@ def convert(plan: cv.OperationPlan, operands: Sequence[Any]) -> list[Array | Non
             elif isinstance(value, np.ndarray):
                 out.append(value.astype(target.numpy, copy=False))
             else:
-                out.append(_scalar(value, target))
+                out.append(scalar(value, target))
     return out
 
 
@@ -140,3 +142,14 @@ def lane_axes(axis: int, ndim: int) -> int:
     except IndexError as exc:
         bound = max(ndim, 1)
         raise KernelIndexError(f"{exc}; pass an axis in [-{bound}, {bound})") from None
+
+
+def refuse_empty(name: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+    """Refuse an identity-less reduction (max, argmin, ...) over an empty axis."""
+    empty = [a for a in axes if shape[a] == 0]
+    if empty:
+        msg = (
+            f"cannot take {name} over axis {empty[0]} of extent 0 (shape {shape}); it has no "
+            f"identity, so reduce a non-empty axis"
+        )
+        raise KernelValueError(msg)

@@ -22,6 +22,7 @@ import conveyor as cv
 from conveyor_generic.kernels import cpu_activations as act
 from conveyor_generic.kernels import cpu_runtime as rt
 from conveyor_generic.kernels._common import check_broadcast
+from conveyor_generic.kernels._common import scalar as convert_scalar
 from conveyor_generic.kernels.elementwise import int_pow
 from conveyor_generic.kernels.unary import erf as exact_erf
 from conveyor_generic.kernels.unary import gelu as exact_gelu
@@ -89,29 +90,6 @@ _SCALARS: dict[tuple[Any, ...], Array] = {}
 _SCALAR_CACHE_MAX = 4096
 
 
-def _wrap_int(value: int, dtype: cv.DType) -> int:
-    bits = dtype.itemsize * 8
-    value %= 1 << bits
-    if dtype.kind == "signed_integer" and value >= 1 << (bits - 1):
-        value -= 1 << bits
-    return value
-
-
-def _convert_scalar(value: Any, dtype: cv.DType) -> Array:
-    if dtype.is_bool:
-        return np.array(bool(value))
-    if dtype.is_integer:
-        return np.array(_wrap_int(int(value), dtype), dtype.numpy)
-    if dtype.is_complex:
-        return np.array(complex(value)).astype(dtype.numpy)
-    try:
-        number = float(value)
-    except OverflowError:  # a Python int beyond float64
-        number = math.copysign(math.inf, value)
-    with rt.quiet():
-        return np.array(number).astype(dtype.numpy)
-
-
 def scalar(value: Any, dtype: cv.DType) -> Array:
     """A weak Python scalar as a 0-d array of ``dtype`` (integers wrap, huge floats become inf).
 
@@ -121,15 +99,15 @@ def scalar(value: Any, dtype: cv.DType) -> Array:
     cls = value.__class__
     if cls is float:
         if value != value:
-            return _convert_scalar(value, dtype)
+            return convert_scalar(value, dtype)
         key: tuple[Any, ...] = (cls, value, dtype, math.copysign(1.0, value))
     elif cls is int or cls is bool:
         key = (cls, value, dtype)
     else:
-        return _convert_scalar(value, dtype)
+        return convert_scalar(value, dtype)
     found = _SCALARS.get(key)
     if found is None:
-        found = _convert_scalar(value, dtype)
+        found = convert_scalar(value, dtype)
         found.flags.writeable = False
         if len(_SCALARS) >= _SCALAR_CACHE_MAX:
             _SCALARS.clear()

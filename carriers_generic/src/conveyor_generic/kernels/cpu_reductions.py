@@ -18,7 +18,11 @@ import numpy as np
 
 import conveyor as cv
 from conveyor_generic.kernels import cpu_runtime as rt
-from conveyor_generic.kernels._common import KernelValueError, lane_axes, reduced_axes
+from conveyor_generic.kernels._common import (
+    lane_axes,
+    reduced_axes,
+    refuse_empty,
+)
 
 __all__ = ["REDUCTION_KERNELS"]
 
@@ -103,16 +107,6 @@ def _accumulate(reduce: Callable[..., Any]) -> Callable[..., Array]:
     return kernel
 
 
-def _refuse_empty(name: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
-    empty = [a for a in axes if shape[a] == 0]
-    if empty:
-        msg = (
-            f"cannot take {name} over axis {empty[0]} of extent 0 (shape {shape}); it has no "
-            f"identity, so reduce a non-empty axis"
-        )
-        raise KernelValueError(msg)
-
-
 def _native(x: Array) -> Array:
     """bfloat16 compares through float32 (exact), every other dtype as stored."""
     return x.astype(np.float32) if x.dtype == cv.bfloat16.numpy else x
@@ -123,7 +117,7 @@ def _extremum(reduce: Callable[..., Any], what: str) -> Callable[..., Array]:
         axis = None if options is None else options.axis
         keepdims = False if options is None else options.keepdims
         axes = reduced_axes(axis, x.ndim)
-        _refuse_empty(what, x.shape, axes)
+        refuse_empty(what, x.shape, axes)
         shape = _reduced_shape(x.shape, axes, keepdims)
         out_dtype = plan.outputs[0].numpy
         out = rt.empty(shape, out_dtype, math.prod(shape))
@@ -148,11 +142,11 @@ def _arg(reduce: Callable[..., Any], what: str) -> Callable[..., Array]:
             out[()] = 0
             return out
         if axis is None:
-            _refuse_empty(what, (x.size,), (0,))
+            refuse_empty(what, (x.size,), (0,))
             shape: tuple[int, ...] = (1,) * x.ndim if keepdims else ()
         else:
             axis = lane_axes(axis, x.ndim)
-            _refuse_empty(what, x.shape, (axis,))
+            refuse_empty(what, x.shape, (axis,))
             shape = _reduced_shape(x.shape, (axis,), keepdims)
         out = rt.empty(shape, np.dtype(np.int64), math.prod(shape))
         # NumPy returns the first winning index and lets the first NaN win, as the reference.

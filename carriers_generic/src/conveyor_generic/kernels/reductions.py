@@ -22,6 +22,7 @@ from conveyor_generic.kernels._common import (
     lane_axes,
     quiet,
     reduced_axes,
+    refuse_empty,
     widen,
 )
 
@@ -46,21 +47,11 @@ def _accumulate(function: Any) -> Kernel:
     return kernel
 
 
-def _refuse_empty(name: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
-    empty = [a for a in axes if shape[a] == 0]
-    if empty:
-        msg = (
-            f"cannot take {name} over axis {empty[0]} of extent 0 (shape {shape}); it has no "
-            f"identity, so reduce a non-empty axis"
-        )
-        raise KernelValueError(msg)
-
-
 def _extremum(function: Any, what: str) -> Kernel:
     def kernel(plan: cv.OperationPlan, options: Any, a: Any) -> Array:
         x = _input(plan, a)
         axes = reduced_axes(options.axis, x.ndim)
-        _refuse_empty(what, x.shape, axes)
+        refuse_empty(what, x.shape, axes)
         with quiet():
             values = function(widen(x), axis=axes, keepdims=options.keepdims)
         return finish(values, plan.outputs[0])
@@ -77,10 +68,10 @@ def _arg(function: Any, what: str) -> Kernel:
             reduced_axes(axis, 0)  # validates 0 / -1
             return finish(0, plan.outputs[0])
         if axis is None:
-            _refuse_empty(what, (x.size,), (0,))
+            refuse_empty(what, (x.size,), (0,))
         else:
             axis = lane_axes(axis, x.ndim)
-            _refuse_empty(what, x.shape, (axis,))
+            refuse_empty(what, x.shape, (axis,))
         # np.argmax / np.argmin return the first winning index and let the first NaN win.
         return finish(function(x, axis=axis, keepdims=options.keepdims), plan.outputs[0])
 
