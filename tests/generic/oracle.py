@@ -356,3 +356,48 @@ def check(
     for got, want, dtype in zip(actual, expected, plan.outputs, strict=True):
         assert_matches(got, want, dtype, atol=atol)
     return plan
+
+
+# The elementwise names, by arity: shared by the Generic and CPU elementwise tests.
+UNARY = [
+    "neg",
+    "abs",
+    "sign",
+    "recip",
+    "sqrt",
+    "rsqrt",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sin",
+    "cos",
+    "erf",
+    "floor",
+    "ceil",
+    "round",
+    "logical_not",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "silu",
+    "softplus",
+    "elu",
+    "leaky_relu",
+]
+BINARY = [
+    "add",
+    "sub",
+    "mul",
+    "elementwise_mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "rem",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+]

@@ -27,7 +27,9 @@ from conveyor.policy import operation_spec
 from conveyor_generic import CPU, Generic
 from conveyor_generic.kernels import cpu_runtime as rt
 from tests.generic.oracle import (
+    BINARY,
     HYPOTHESIS,
+    UNARY,
     arrays,
     assert_matches,
     homogeneous_dtypes,
@@ -121,48 +123,6 @@ def dtypes(name: str) -> st.SearchStrategy[cv.DType]:
     return st.sampled_from(homogeneous_dtypes(name))
 
 
-UNARY = [
-    "neg",
-    "abs",
-    "sign",
-    "recip",
-    "sqrt",
-    "rsqrt",
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sin",
-    "cos",
-    "erf",
-    "floor",
-    "ceil",
-    "round",
-    "logical_not",
-    "relu",
-    "sigmoid",
-    "tanh",
-    "gelu",
-    "silu",
-    "softplus",
-    "elu",
-    "leaky_relu",
-]
-BINARY = [
-    "add",
-    "sub",
-    "mul",
-    "elementwise_mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "rem",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-]
 FIELDS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "gelu": st.fixed_dictionaries({"approximate": st.sampled_from(["none", "tanh"])}),
     "elu": st.fixed_dictionaries({"alpha": st.floats(0.1, 3.0)}),

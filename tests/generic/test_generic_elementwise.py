@@ -18,9 +18,11 @@ import conveyor as cv
 from conveyor.policy import operation_spec
 from conveyor_generic import Generic
 from tests.generic.oracle import (
+    BINARY,
     HYPOTHESIS,
     HYPOTHESIS_SAMPLE,
     HYPOTHESIS_WIDE,
+    UNARY,
     arrays,
     cases,
     check,
@@ -30,49 +32,6 @@ from tests.generic.oracle import (
     scalars,
     shapes,
 )
-
-UNARY = [
-    "neg",
-    "abs",
-    "sign",
-    "recip",
-    "sqrt",
-    "rsqrt",
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sin",
-    "cos",
-    "erf",
-    "floor",
-    "ceil",
-    "round",
-    "logical_not",
-    "relu",
-    "sigmoid",
-    "tanh",
-    "gelu",
-    "silu",
-    "softplus",
-    "elu",
-    "leaky_relu",
-]
-BINARY = [
-    "add",
-    "sub",
-    "mul",
-    "elementwise_mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "rem",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-]
 
 FIELDS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "gelu": st.fixed_dictionaries({"approximate": st.sampled_from(["none", "tanh"])}),
