@@ -218,3 +218,38 @@ def test_definition_contributed_through_hook_dispatches_on_covering_carrier(
     assert type(out.carrier) is cls and (out.shape, out.dtype) == ((2,), cv.float32)
     np.testing.assert_array_equal(out.numpy(), np.array([2.0, 3.0], np.float32))
     np.testing.assert_array_equal(definition(x).numpy(), np.array([2.0, 3.0], np.float32))
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("conveyor.sneaky", "uses the reserved namespace 'conveyor'"),
+        ("NotNamespaced", "is not a namespaced name"),
+        ("cvtest_contrib.triple", "'cvtest_contrib.triple' is already defined"),
+    ],
+    ids=["reserved-namespace", "not-namespaced", "clashes-with-existing"],
+)
+def test_bad_contributed_definition_marks_its_plugin_broken(
+    plugin_env: PluginEnvironment, name: str, error: str
+) -> None:
+    """A definition define_operation would refuse breaks only the plugin that contributed it."""
+    plugin_env.plugin(
+        "baddefs",
+        f"""
+        import conveyor as cv
+
+
+        @hookimpl
+        def conveyor_operation_definitions():
+            return [cv.OperationDefinition(name={name!r}, roles=("input",), resolve=print)]
+        """,
+    )
+    host = plugin_env.host()
+    set_default_host(host)
+    (record,) = host.plugins()
+    assert record.state is PluginState.BROKEN
+    assert record.hook == "conveyor_operation_definitions"
+    assert error in (record.error or "")
+    assert "baddefs" in (record.error or "")
+    assert host.operation_definitions() == ()
+    assert cv.operation_definition("cvtest_contrib.unrelated") is None

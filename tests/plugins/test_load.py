@@ -36,9 +36,12 @@ class TestLoaded:
     ) -> None:
         """Definitions, kernel packs and routes are collected per plugin, in listing order."""
         source = """
+        import conveyor as cv
+
+
         @hookimpl
         def conveyor_operation_definitions():
-            return ["{name}-def"]
+            return [cv.OperationDefinition(name="{name}.op", roles=("input",), resolve=print)]
 
         @hookimpl
         def conveyor_kernel_packs():
@@ -51,7 +54,7 @@ class TestLoaded:
         plugin_env.plugin("beta", source.format(name="beta"))
         plugin_env.plugin("alpha", source.format(name="alpha"))
         host = plugin_env.host()
-        assert host.operation_definitions() == ("alpha-def", "beta-def")
+        assert [d.name for d in host.operation_definitions()] == ["alpha.op", "beta.op"]
         assert host.kernel_packs() == ("alpha-pack", "beta-pack")
         assert host.move_routes() == ("alpha-route1", "alpha-route2", "beta-route1", "beta-route2")
 

@@ -259,6 +259,50 @@ def _register_operation(definition: OperationDefinition) -> None:
         _OPERATIONS[definition.name] = definition
 
 
+def _check_custom_name(name: object) -> None:
+    if not isinstance(name, str):
+        msg = f"define_operation: name must be a str, got {name!r} ({type(name).__name__})"
+        raise TypeError(msg)
+    if not _CUSTOM_NAME.fullmatch(name):
+        msg = (
+            f"define_operation: {name!r} is not a namespaced name; custom operations are named "
+            f"'namespace.operation' in lower-case identifiers, e.g. 'acme.scale'"
+        )
+        raise ValueError(msg)
+    if name.split(".", 1)[0] in _RESERVED:
+        msg = (
+            f"define_operation: {name!r} uses the reserved namespace "
+            f"{name.split('.', 1)[0]!r}; use your distribution's name"
+        )
+        raise ValueError(msg)
+
+
+def check_contributed_definition(item: object) -> None:
+    """Refuse what a plugin's ``conveyor_operation_definitions`` hook may not contribute.
+
+    The plugin host calls it while loading the plugin, so a bad contribution marks that plugin
+    broken (with its name in the error) instead of failing a later, unrelated lookup.
+
+    Raises:
+        TypeError: ``item`` is not an ``OperationDefinition``.
+        ValueError: its name breaks ``define_operation``'s rules or names another definition.
+    """
+    if not isinstance(item, OperationDefinition):
+        msg = (
+            f"contributed {item!r} ({type(item).__name__}); contribute OperationDefinition "
+            f"records, e.g. define_operation(...) results"
+        )
+        raise TypeError(msg)
+    _check_custom_name(item.name)
+    existing = _OPERATIONS.get(item.name)
+    if existing is not None and existing is not item:
+        msg = (
+            f"define_operation: {item.name!r} is already defined by another definition; "
+            f"operation names are defined exactly once"
+        )
+        raise ValueError(msg)
+
+
 def define_operation(
     name: str,
     *,
@@ -278,21 +322,7 @@ def define_operation(
         ValueError: ``name`` is not dotted lower-case identifiers, uses a reserved namespace
             (``conveyor.``), or is already defined.
     """
-    if not isinstance(name, str):
-        msg = f"define_operation: name must be a str, got {name!r} ({type(name).__name__})"
-        raise TypeError(msg)
-    if not _CUSTOM_NAME.fullmatch(name):
-        msg = (
-            f"define_operation: {name!r} is not a namespaced name; custom operations are named "
-            f"'namespace.operation' in lower-case identifiers, e.g. 'acme.scale'"
-        )
-        raise ValueError(msg)
-    if name.split(".", 1)[0] in _RESERVED:
-        msg = (
-            f"define_operation: {name!r} uses the reserved namespace "
-            f"{name.split('.', 1)[0]!r}; use your distribution's name"
-        )
-        raise ValueError(msg)
+    _check_custom_name(name)
     if not callable(resolve):
         msg = f"define_operation {name}: resolve must be callable, got {resolve!r}"
         raise TypeError(msg)
@@ -318,13 +348,9 @@ def _contributed_definitions() -> None:
     default = _host._default
     if default is None or default._discovery is None:
         return
+    # The host checked every item at plugin load (check_contributed_definition).
     for item in default.operation_definitions():
-        if not isinstance(item, OperationDefinition):
-            msg = (
-                f"a plugin's conveyor_operation_definitions hook contributed {item!r} "
-                f"({type(item).__name__}); contribute define_operation(...) results"
-            )
-            raise TypeError(msg)
+        assert isinstance(item, OperationDefinition)
         if _OPERATIONS.get(item.name) is not item:
             _register_operation(item)
 

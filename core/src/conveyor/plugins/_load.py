@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 _CARRIERS_HOOK: Final = "conveyor_carriers"
+_DEFINITIONS_HOOK: Final = "conveyor_operation_definitions"
 _OBSERVERS_HOOK: Final = "conveyor_operation_observers"
 _CARRIER_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
 _API_DECLARATION: Final = re.compile(r"(\d+)\.(\d+)")
@@ -267,6 +268,11 @@ def _validate_items(candidate: _Candidate, hook: str, result: object) -> tuple[o
         )
         raise _Failure(PluginState.BROKEN, msg, hook=hook)
     items = tuple(result)
+    if hook == _DEFINITIONS_HOOK:
+        from conveyor.definitions import check_contributed_definition
+
+        for item in items:
+            check_contributed_definition(item)  # raises inside the hook guard: plugin broken
     if hook == _OBSERVERS_HOOK:
         for item in items:
             if not callable(item):
