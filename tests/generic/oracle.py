@@ -401,3 +401,20 @@ BINARY = [
     "lt",
     "le",
 ]
+
+
+def clamp_operands(data: st.DataObject, dtype: cv.DType) -> list[Any]:
+    """``clamp`` operands: an input and two bounds, each a tensor, a scalar or absent."""
+    trio = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4))
+    operands: list[Any] = [data.draw(arrays(dtype, trio.input_shapes[0]))]
+    for shape in trio.input_shapes[1:]:
+        form = data.draw(st.sampled_from(["tensor", "scalar", "none"]))
+        if form == "tensor":
+            operands.append(data.draw(arrays(dtype, shape)))
+        elif form == "scalar":
+            operands.append(data.draw(scalars(data.draw(st.sampled_from([int, float])))))
+        else:
+            operands.append(None)
+    if operands[1] is None and operands[2] is None:
+        operands[2] = 1  # clamp needs at least one bound
+    return operands

@@ -32,6 +32,7 @@ from tests.generic.oracle import (
     UNARY,
     arrays,
     assert_matches,
+    clamp_operands,
     homogeneous_dtypes,
     resolve,
     run,
@@ -203,18 +204,7 @@ def test_select(data: st.DataObject) -> None:
 def test_clamp(data: st.DataObject) -> None:
     """Each bound is a tensor, a scalar or absent; crossed bounds give the upper one."""
     dtype = data.draw(dtypes("clamp"))
-    trio = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4))
-    operands: list[Any] = [data.draw(arrays(dtype, trio.input_shapes[0]))]
-    for shape in trio.input_shapes[1:]:
-        form = data.draw(st.sampled_from(["tensor", "scalar", "none"]))
-        if form == "tensor":
-            operands.append(data.draw(arrays(dtype, shape)))
-        elif form == "scalar":
-            operands.append(data.draw(scalars(data.draw(st.sampled_from([int, float])))))
-        else:
-            operands.append(None)
-    if operands[1] is None and operands[2] is None:
-        operands[2] = 1
+    operands = clamp_operands(data, dtype)
     compare("clamp", operands, {}, threaded=data.draw(st.booleans()))
 
 

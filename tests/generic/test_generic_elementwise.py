@@ -26,6 +26,7 @@ from tests.generic.oracle import (
     arrays,
     cases,
     check,
+    clamp_operands,
     dtypes,
     resolve,
     run,
@@ -134,18 +135,7 @@ def test_select_matches_where(dtype: cv.DType, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_clamp_matches_minimum_of_maximum(dtype: cv.DType, data: st.DataObject) -> None:
     """Each bound may be a tensor, a scalar or absent; NaN anywhere gives NaN."""
-    trio = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4))
-    operands: list[Any] = [data.draw(arrays(dtype, trio.input_shapes[0]))]
-    for shape in trio.input_shapes[1:]:
-        form = data.draw(st.sampled_from(["tensor", "scalar", "none"]))
-        if form == "tensor":
-            operands.append(data.draw(arrays(dtype, shape)))
-        elif form == "scalar":
-            operands.append(data.draw(scalars(data.draw(st.sampled_from([int, float])))))
-        else:
-            operands.append(None)
-    if operands[1] is None and operands[2] is None:
-        operands[2] = 1
+    operands = clamp_operands(data, dtype)
     check(Generic, "clamp", operands, {})
 
 
