@@ -68,6 +68,17 @@ def _release_tiers(tiers: list[cv.Carrier | None]) -> None:
             tier.release()
 
 
+def _check_tier(what: str, label: str, tier: cv.Carrier | None) -> None:
+    """Refuse a tier someone released directly: the hierarchy owns it, its data is gone."""
+    if tier is not None and tier.released:
+        msg = (
+            f"{what} on Evictable: the {label} {type(tier).__name__} was released outside the "
+            f"hierarchy, which owns its tiers; the data it held is gone, release the hierarchy "
+            f"and build a new one"
+        )
+        raise RuntimeError(msg)
+
+
 @final
 @cv.closed_carrier
 class Evictable(cv.DependentCarrier):
@@ -258,14 +269,8 @@ class Evictable(cv.DependentCarrier):
 
     def _check_tiers(self, what: str) -> None:
         """Refuse a hierarchy whose tier someone released directly (the data there is gone)."""
-        for label, tier in (("primary", self._primary), ("secondary", self._secondary)):
-            if tier is not None and tier.released:
-                msg = (
-                    f"{what} on Evictable: the {label} {type(tier).__name__} was released "
-                    f"outside the hierarchy, which owns its tiers; the data it held is gone, "
-                    f"release the hierarchy and build a new one"
-                )
-                raise RuntimeError(msg)
+        _check_tier(what, "primary", self._primary)
+        _check_tier(what, "secondary", self._secondary)
 
     def _write_secondary(self, primary: cv.Carrier, version: int) -> None:
         """Copy ``primary`` (at ``version``) into the secondary and commit it."""
@@ -354,14 +359,15 @@ class Evictable(cv.DependentCarrier):
 
     def _current(self, what: str, *, write: bool) -> cv.Carrier:
         """The tier holding the data now; the caller holds ``_lock``."""
-        self._check_tiers(what)
         primary = self._primary
         if primary is not None:
+            _check_tier(what, "primary", primary)
             return primary
         if write:
             msg = f"{what} on Evictable: the data is evicted; call promote() before writing"
             raise RuntimeError(msg)
         assert self._secondary is not None  # evicted implies a committed secondary
+        _check_tier(what, "secondary", self._secondary)
         return self._secondary
 
     def _storage_size(self) -> int:
