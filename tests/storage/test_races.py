@@ -55,8 +55,14 @@ class TestWritesRacingEvict:
     """A write that returned is never lost; one racing an eviction lands or names promote."""
 
     def test_acknowledged_writes_survive_concurrent_evict_and_promote(self, tmp_path: Path) -> None:
-        """Each returned write reads back (evicted or not); refusals are RuntimeError(promote)."""
-        ev = _hierarchy(tmp_path)
+        """Every returned write reads back later, evicted or not; refusals name promote()."""
+        class SlowCopy(ArrayCarrier):
+            def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
+                out = super()._export(layout)  # the copy's snapshot is taken here...
+                time.sleep(0.002)  # ...and committed only later: writes in between are at risk
+                return out
+
+        ev = _hierarchy(tmp_path, 1024, SlowCopy)
         t = cv.Tensor(ev)
         stop = threading.Event()
         lost: list[tuple[int, Any]] = []
@@ -65,8 +71,13 @@ class TestWritesRacingEvict:
 
         def writer() -> None:
             nonlocal writes
+            last = 0.0  # the last value whose write returned
             try:
                 for k in range(1, 1_000_000):
+                    seen = ev.read(0)  # from the primary or, if evicted since, the secondary
+                    if seen != last:
+                        lost.append((int(last), seen))
+                        return
                     if stop.is_set():
                         return
                     try:
@@ -75,10 +86,7 @@ class TestWritesRacingEvict:
                         refused.append(str(exc))
                         continue
                     writes += 1
-                    seen = ev.read(0)  # from the primary or, if evicted since, the secondary
-                    if seen != float(k):
-                        lost.append((k, seen))
-                        return
+                    last = float(k)
             finally:
                 stop.set()
 
