@@ -106,3 +106,77 @@ def test_sigkill_mid_eviction_keeps_the_old_secondary_intact(tmp_path: Path) -> 
     assert old.size == N and np.all(old == 1.0)  # the old file is intact
     partial = np.fromfile(torn, "<f4")
     assert 0 < np.count_nonzero(partial == 2.0) < N  # and the new one really was torn
+
+
+SHRINK_CHILD = textwrap.dedent(
+    """
+    import os, sys
+    import numpy as np
+    import conveyor as cv
+    from conveyor.move import move
+    from conveyor_generic import CPU
+    from conveyor_storage import Evictable, FileBacked
+
+    directory, n = sys.argv[1], int(sys.argv[2])
+    carrier = FileBacked.allocate(n, cv.float32, directory=directory)
+    carrier.import_span(cv.Layout((n,)), np.ones(n, np.float32))
+    t = cv.Tensor(carrier)
+    held = t.numpy()  # an export taken before the file shrinks
+    primary = CPU.allocate(n, cv.float32)
+    ev = Evictable(primary, FileBacked.allocate(n, cv.float32, directory=directory))
+    ev.evict()
+    print(carrier.path, ev.secondary.path, flush=True)
+    sys.stdin.readline()  # the parent truncates both files now
+    attempts = {
+        "read": lambda: carrier.read(n - 1),
+        "export": lambda: t.numpy(),
+        "write": lambda: carrier.write(n - 1, 2.0),
+        "import": lambda: carrier.import_span(cv.Layout((n,)), np.zeros(n, np.float32)),
+        "move": lambda: move(t, CPU),
+        "promote": ev.promote,
+    }
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+        except OSError as exc:
+            print(name, type(exc).__name__, "truncated" in str(exc), flush=True)
+        else:
+            print(name, "no error", flush=True)
+    print("held", float(held[n - 1]), "evicted", ev.is_evicted(), flush=True)
+    print("sizes", os.path.getsize(carrier.path), os.path.getsize(ev.secondary.path), flush=True)
+    """
+)
+
+
+def test_file_truncated_by_another_process_gives_clean_errors(tmp_path: Path) -> None:
+    """Every access to a file another process shrank raises OSError; the host exits 0."""
+    n = 1 << 20
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", SHRINK_CHILD, str(tmp_path), str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        paths = _read_line(child, 60).split()
+        assert len(paths) == 2
+        for path in paths:  # shrink both files from another process
+            subprocess.run(["truncate", "-s", "4096", path], check=True, timeout=30)
+        assert child.stdin is not None
+        child.stdin.write("\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, f"the host died with {child.returncode}: {err}"
+    lines = out.splitlines()
+    names = ("read", "export", "write", "import", "move", "promote")
+    assert lines[:6] == [f"{name} OSError True" for name in names]
+    assert lines[6] == "held 1.0 evicted True"  # the old export and the evicted state survive
+    assert lines[7] == "sizes 4096 4096"  # the refused writes never regrew the files

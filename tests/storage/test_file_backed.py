@@ -154,6 +154,48 @@ class TestOpen:
         with pytest.raises(FileNotFoundError):
             FileBacked.open(tmp_path / "absent.bin", cv.float32)
 
+    def test_truncated_file_refused_naming_the_path_and_both_sizes(self, tmp_path: Path) -> None:
+        """open(size=) of a file shorter than declared: ValueError, nothing opened."""
+        path = tmp_path / "data.bin"
+        np.arange(8, dtype="<f4").tofile(path)
+        os.truncate(path, 12)
+        with pytest.raises(
+            ValueError, match=r"data\.bin' holds 12 bytes but 8 float32 slots need 32"
+        ):
+            FileBacked.open(path, cv.float32, size=8)
+        assert path.stat().st_size == 12  # never regrown
+        assert FileBacked.open(path, cv.float32, size=3).size == 3
+
+    def test_size_must_be_an_int(self, tmp_path: Path) -> None:
+        """A non-int size is a TypeError before the file is opened."""
+        path = tmp_path / "data.bin"
+        path.write_bytes(bytes(8))
+        with pytest.raises(TypeError, match="open on FileBacked: size must be an int"):
+            FileBacked.open(path, cv.float32, size="2")  # type: ignore[arg-type]
+
+    def test_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
+        """A FIFO with no writer is refused at once (in a child, killed if it blocks)."""
+        fifo = tmp_path / "pipe"
+        os.mkfifo(fifo)
+        script = textwrap.dedent(
+            f"""
+            import conveyor as cv
+            from conveyor_storage import FileBacked
+            try:
+                FileBacked.open({str(fifo)!r}, cv.float32)
+            except ValueError as exc:
+                print(exc)
+            """
+        )
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("FileBacked.open blocked on a FIFO")
+        assert out.returncode == 0, out.stderr
+        assert "pipe' is not a regular file (a FIFO" in out.stdout
+
     def test_abstract_dtype_is_type_error(self, tmp_path: Path) -> None:
         """Opening with a category is refused like allocation."""
         path = tmp_path / "data.bin"

@@ -56,6 +56,7 @@ class TestWritesRacingEvict:
 
     def test_acknowledged_writes_survive_concurrent_evict_and_promote(self, tmp_path: Path) -> None:
         """Every returned write reads back later, evicted or not; refusals name promote()."""
+
         class SlowCopy(ArrayCarrier):
             def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
                 out = super()._export(layout)  # the copy's snapshot is taken here...
