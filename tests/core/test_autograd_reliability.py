@@ -68,7 +68,10 @@ class TestRefusedBackwardIsAtomic:
 
         with pytest.raises(
             RuntimeError,
-            match=r"^backward: \.grad of a tensor of shape \(2,\) was set to a tensor of shape \(3,\); set \.grad = None",
+            match=(
+                r"^backward: \.grad of a tensor of shape \(2,\) was set to a tensor of shape "
+                r"\(3,\); set \.grad = None"
+            ),
         ):
             y.backward()
 
