@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -109,7 +109,7 @@ class TestWritesRacingEvict:
         """A direct write into the primary while evict copies it is not lost: evict copies again."""
 
         class WrittenDuringCopy(ArrayCarrier):
-            pending = [5.0]  # the value written straight into the primary by the first copy
+            pending: ClassVar[list[float]] = [5.0]  # written into the primary by the 1st copy
 
             def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
                 out = super()._export(layout)
