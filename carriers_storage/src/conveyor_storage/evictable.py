@@ -238,8 +238,12 @@ class Evictable(cv.DependentCarrier):
     def evict(self) -> None:
         """Copy the data to the secondary and free the primary; no-op when already evicted.
 
+        Waits for accesses through the hierarchy running in other threads (they hold its lock).
+
         Raises:
-            RuntimeError: the hierarchy was released.
+            RuntimeError: the hierarchy or one of its tiers was released, or the primary
+                changed during each of ``_EVICT_ATTEMPTS`` copies (written straight into,
+                bypassing the hierarchy): nothing changed, the data is still promoted.
             Exception: whatever the copy raised (``OSError``, ``MemoryError``...): nothing
                 changed, the data is still promoted.
         """
@@ -311,9 +315,9 @@ class Evictable(cv.DependentCarrier):
         """Copy the data back into a new primary; no-op when already promoted.
 
         Raises:
-            RuntimeError: the hierarchy was released.
-            Exception: whatever the allocation or copy raised: nothing changed, the data is
-                still evicted and intact in the secondary.
+            RuntimeError: the hierarchy or one of its tiers was released.
+            Exception: whatever the allocation or copy raised (``OSError`` from a secondary
+                file another process truncated): nothing changed, the data is still evicted.
         """
         with self._lock:
             self._check_alive("promote")
