@@ -130,6 +130,34 @@ def _table() -> dict[_Pair, MoveRoute]:
     return table
 
 
+def check_contributed_route(item: object, earlier: Mapping[_Pair, str]) -> _Pair:
+    """Refuse a plugin's move route that ``move`` could not use; returns its pair.
+
+    The plugin host calls it while loading the plugin, so a bad route marks that plugin broken
+    (named in the error) instead of failing every later ``move``. ``earlier`` maps the pairs of
+    plugins loaded before this one to how to name their plugin.
+
+    Raises:
+        TypeError: ``item`` is not a ``MoveRoute``.
+        ValueError: its pair already has a registered route or an earlier plugin's route.
+    """
+    if not isinstance(item, MoveRoute):
+        msg = f"contributed {item!r} ({type(item).__name__}); contribute conveyor.MoveRoute records"
+        raise TypeError(msg)
+    pair = (item.source, item.destination)
+    where = f"a route from {item.source.__name__} to {item.destination.__name__}"
+    with _lock:
+        registered = pair in _registered
+    if registered:
+        msg = f"{where} is already registered with register_move_route; each pair has one route"
+        raise ValueError(msg)
+    owner = earlier.get(pair)
+    if owner is not None:
+        msg = f"{where} is also contributed by {owner}; each pair has exactly one route"
+        raise ValueError(msg)
+    return pair
+
+
 def move_routes() -> Mapping[_Pair, MoveRoute]:
     """Every route ``move`` can take, keyed by ``(source class, destination class)``."""
     return dict(_table())

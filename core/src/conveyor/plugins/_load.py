@@ -71,6 +71,21 @@ class _Failure(Exception):
         self.cause = cause
 
 
+def _contained(
+    label: str, what: str, exc: BaseException, hint: str, *, one_line: bool = False
+) -> _Failure:
+    """The failure for any exception a plugin raised, ``BaseException`` kinds included.
+
+    ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` from plugin code mark the
+    plugin broken like any other error: a plugin must never stop the host. A
+    ``KeyboardInterrupt`` additionally stops the scan (the host re-raises it once, see
+    ``PluginHost``), because it may be the user's Ctrl-C during a slow import.
+    """
+    detail = "; ".join(str(exc).splitlines()) if one_line else str(exc)
+    msg = f"{label}: {what} raised {type(exc).__name__}: {detail}; {hint}"
+    return _Failure(PluginState.BROKEN, msg, cause=exc)
+
+
 def compatible_versions() -> str:
     """The ``CONVEYOR_PLUGIN_API`` declarations this host loads, for messages."""
     major, minor = PLUGIN_API_VERSION
@@ -134,13 +149,10 @@ def _import(candidate: _Candidate) -> object:
         return candidate.entry_point.load()
     except PluginUnavailable as exc:
         raise _Failure(PluginState.UNAVAILABLE, f"{candidate.label}: {exc}", cause=exc) from exc
-    # SystemExit too: a plugin must never stop the host, not even by exiting at import.
-    except (Exception, SystemExit) as exc:
-        msg = (
-            f"{candidate.label}: importing {candidate.value!r} raised {type(exc).__name__}: "
-            f"{exc}; {_block_hint(candidate)}"
-        )
-        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
+    # Every kind, SystemExit and KeyboardInterrupt included: a plugin must never stop the host.
+    except BaseException as exc:
+        what = f"importing {candidate.value!r}"
+        raise _contained(candidate.label, what, exc, _block_hint(candidate)) from exc
 
 
 def _check_implementations(
@@ -199,14 +211,10 @@ def _register(manager: pluggy.PluginManager, candidate: _Candidate, plugin: obje
         raise
     # Anything else comes from the plugin object (pluggy's validation, or attribute access on
     # an odd plugin object); it must not escape to the host.
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
         _unregister(manager, name)
-        detail = "; ".join(str(exc).splitlines())
-        msg = (
-            f"{candidate.label}: registering its hooks failed with {type(exc).__name__}: "
-            f"{detail}; {_block_hint(candidate)}"
-        )
-        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
+        what = "registering its hooks"
+        raise _contained(candidate.label, what, exc, _block_hint(candidate), one_line=True) from exc
 
 
 def _unregister(manager: pluggy.PluginManager, name: str) -> None:
@@ -299,12 +307,10 @@ def _run_hook(
     except PluginUnavailable as exc:
         msg = f"{candidate.label}: hook {hook}: {exc}"
         raise _Failure(PluginState.UNAVAILABLE, msg, hook=hook, cause=exc) from exc
-    except (Exception, SystemExit) as exc:
-        msg = (
-            f"{candidate.label}: hook {hook} raised {type(exc).__name__}: {exc}; "
-            f"{_block_hint(candidate)}"
-        )
-        raise _Failure(PluginState.BROKEN, msg, hook=hook, cause=exc) from exc
+    except BaseException as exc:
+        failure = _contained(candidate.label, f"hook {hook}", exc, _block_hint(candidate))
+        failure.hook = hook
+        raise failure from exc
 
 
 def _collect(manager: pluggy.PluginManager, candidate: _Candidate, api: str) -> _Outcome:
@@ -394,6 +400,27 @@ def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConf
             hook=failure.hook,
         )
         return _Outcome(record, cause=failure.cause)
+
+
+def broken_outcome(
+    outcome: _Outcome, hook: str, message: str, *, cause: BaseException | None = None
+) -> _Outcome:
+    """``outcome`` turned broken after loading: it keeps its record's facts, contributes nothing."""
+    text = None
+    if cause is not None:
+        import traceback
+
+        text = "".join(traceback.format_exception(cause))
+    record = attrs.evolve(
+        outcome.record,
+        state=PluginState.BROKEN,
+        carriers=(),
+        error=message,
+        traceback=text,
+        hook=hook,
+        conflicts=(),
+    )
+    return _Outcome(record, cause=cause)
 
 
 def shadowed_outcome(candidate: _Candidate, used: _Candidate) -> _Outcome:
