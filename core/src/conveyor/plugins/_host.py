@@ -452,8 +452,12 @@ class PluginHost:
                 continue
             start = time.perf_counter()
             outcome = load(manager, candidate, self._config)
-            record = attrs.evolve(outcome.record, load_seconds=time.perf_counter() - start)
-            outcomes.append(attrs.evolve(outcome, record=record))
+            if outcome.record.state is not PluginState.DISABLED:  # disabled: never imported
+                seconds = time.perf_counter() - start
+                outcome = attrs.evolve(
+                    outcome, record=attrs.evolve(outcome.record, load_seconds=seconds)
+                )
+            outcomes.append(outcome)
             if isinstance(outcome.cause, KeyboardInterrupt):
                 interrupt, interrupted = outcome.cause, outcome.record
         outcomes.extend(shadowed_outcome(s.candidate, s.used) for s in shadowed)
