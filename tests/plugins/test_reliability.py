@@ -108,9 +108,9 @@ class TestInterruptsAndExits:
         assert records["c_later"].state is PluginState.BROKEN
         assert not plugin_env.imported("c_later")
         assert records["c_later"].error == (
-            f"plugin 'c_later' of distribution 'cvt-c_later': not loaded, because the scan "
-            f"stopped when importing plugin 'b_interrupting' of distribution "
-            f"'cvt-b_interrupting' was interrupted (KeyboardInterrupt); call refresh() to load it"
+            "plugin 'c_later' of distribution 'cvt-c_later': not loaded, because the scan "
+            "stopped when importing plugin 'b_interrupting' of distribution "
+            "'cvt-b_interrupting' was interrupted (KeyboardInterrupt); call refresh() to load it"
         )
         assert list(host.carriers()) == ["good"]
         assert _imports(count) == 1
