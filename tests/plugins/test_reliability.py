@@ -302,6 +302,60 @@ class TestContributionsValidated:
         assert list(host.carriers()) == ["fine"]
 
 
+@pytest.mark.usefixtures("clean_routes")
+class TestBrokenPluginRollback:
+    _REGISTERS_AT_IMPORT = textwrap.dedent(
+        f"""
+        import sys
+
+        import conveyor as cv
+
+        _HERE = sys.modules[{__name__!r}]
+        cv.register_move_route(source=_HERE.Source, destination=_HERE.Destination, copy=print)
+        """
+    )
+
+    def test_route_registered_at_import_is_withdrawn_when_a_hook_fails(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """A plugin broken by a hook leaves no route it registered while imported."""
+        source = self._REGISTERS_AT_IMPORT + (
+            "@hookimpl\ndef conveyor_carriers():\n    raise ValueError('late failure')\n"
+        )
+        plugin_env.plugin("half", source)
+        host = plugin_env.host()
+        set_default_host(host)
+        (record,) = host.plugins()
+        assert record.state is PluginState.BROKEN
+        assert record.hook == "conveyor_carriers"  # imported fine: the route was registered
+        with pytest.raises(NotImplementedError, match="no move route joins these carriers"):
+            cv.move_route(Source, Destination)
+
+    def test_route_registered_at_import_is_withdrawn_when_plugin_breaks_later(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """Losing a shipped carrier name (a break after loading) withdraws import-time routes."""
+        plugin_env.plugin("generic", distribution="conveyor-generic", carriers={"cpu": "Cpu"})
+        plugin_env.plugin(
+            "taker", self._REGISTERS_AT_IMPORT, distribution="aaa-taker", carriers={"cpu": "T"}
+        )
+        host = plugin_env.host()
+        set_default_host(host)
+        assert _by_name(host)["taker"].state is PluginState.BROKEN
+        with pytest.raises(NotImplementedError, match="no move route joins these carriers"):
+            cv.move_route(Source, Destination)
+
+    def test_route_registered_at_import_stays_when_plugin_loads(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """A plugin that loads keeps what it registered (the journal only undoes failures)."""
+        plugin_env.plugin("whole", self._REGISTERS_AT_IMPORT, carriers={"whole": "Whole"})
+        host = plugin_env.host()
+        set_default_host(host)
+        assert host.plugins()[0].state is PluginState.LOADED
+        assert cv.move_route(Source, Destination).copy is print
+
+
 class TestQueriesDuringImport:
     def test_plugin_creating_tensor_at_import_loads_plugins_once(
         self, plugin_env: PluginEnvironment, tmp_path: Path

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import attrs
 
+from conveyor import _journal
 from conveyor.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -259,6 +260,14 @@ def register_kernel_pack(pack: KernelPack) -> None:
             )
             raise ValueError(msg)
         _PACKS.setdefault(cls, []).append(pack)
+    _journal.record(lambda: _unregister_pack(pack))
+
+
+def _unregister_pack(pack: KernelPack) -> None:
+    """Withdraw ``pack`` unless its class was sealed with it already (then it is in use)."""
+    with _LOCK:
+        if pack.carrier not in _SEALED and pack.carrier in _PACKS:
+            _PACKS[pack.carrier] = [p for p in _PACKS[pack.carrier] if p is not pack]
 
 
 def _contributed_packs(cls: type) -> list[KernelPack]:

@@ -22,7 +22,7 @@ from typing import Any, Final, TypeAlias, final
 
 import attrs
 
-from conveyor import plugins
+from conveyor import _journal, plugins
 from conveyor.carrier import Carrier
 from conveyor.layout import Layout
 from conveyor.operation import Operation, execute_lowered
@@ -102,7 +102,18 @@ def register_move_route(
             raise _duplicate(route)
         _registered[pair] = route
         _merged = None
+    _journal.record(lambda: _unregister(route))
     return route
+
+
+def _unregister(route: MoveRoute) -> None:
+    """Withdraw ``route`` (a plugin that registered it at import ended broken)."""
+    global _merged
+    with _lock:
+        pair = (route.source, route.destination)
+        if _registered.get(pair) is route:
+            del _registered[pair]
+            _merged = None
 
 
 def _table() -> dict[_Pair, MoveRoute]:

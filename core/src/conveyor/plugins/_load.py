@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast, final
 import attrs
 import pluggy
 
+from conveyor import _journal
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
@@ -51,6 +52,8 @@ class _Outcome:
     observers: tuple[_Observer, ...] = ()
     #: The exception behind a failure, so strict mode can chain it; not part of equality.
     cause: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+    #: Undoes what the plugin registered directly (not through hooks) while it loaded.
+    registrations: tuple[Callable[[], None], ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 class _Failure(Exception):
@@ -372,7 +375,20 @@ def _record(
 
 
 def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
-    """Load one plugin and return its outcome; failures of the plugin never propagate."""
+    """Load one plugin and return its outcome; failures of the plugin never propagate.
+
+    Registrations the plugin makes directly while loading are journaled: withdrawn at once if
+    it does not load, kept in the outcome (``registrations``) otherwise.
+    """
+    with _journal.journal() as entries:
+        outcome = _load(manager, candidate, config)
+    if outcome.record.state is not PluginState.LOADED:
+        _journal.undo(entries)
+        return outcome
+    return attrs.evolve(outcome, registrations=tuple(entries))
+
+
+def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
     reason = config.exclusion(candidate.name, candidate.distribution)
     if reason is not None:
         error = f"{candidate.label}: {reason}"
@@ -405,7 +421,12 @@ def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConf
 def broken_outcome(
     outcome: _Outcome, hook: str, message: str, *, cause: BaseException | None = None
 ) -> _Outcome:
-    """``outcome`` turned broken after loading: it keeps its record's facts, contributes nothing."""
+    """``outcome`` turned broken after loading: it keeps its record's facts, contributes nothing.
+
+    What the plugin registered directly while it loaded is withdrawn here, so a broken plugin
+    leaves no route or kernel pack behind.
+    """
+    _journal.undo(outcome.registrations)
     text = None
     if cause is not None:
         import traceback
