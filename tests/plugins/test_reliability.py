@@ -33,6 +33,7 @@ from conveyor.plugins import (
 )
 from conveyor_generic import CPU
 
+from . import test_contributed_extensions as extensions
 from .environment import PluginEnvironment
 
 SUBPROCESS_TIMEOUT_S = 120
@@ -84,6 +85,12 @@ def clean_routes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(move_module, "_merged", None)
     yield
     move_module._merged = None
+
+
+@pytest.fixture
+def forget_targets() -> Iterator[None]:
+    yield
+    extensions.TARGETS.clear()
 
 
 class TestInterruptsAndExits:
@@ -300,6 +307,75 @@ class TestContributionsValidated:
         assert "kernel pack 'p': Plain is not definition-backed" in (records["b_packs"].error or "")
         assert host.kernel_packs() == ()
         assert list(host.carriers()) == ["fine"]
+
+
+@pytest.mark.usefixtures("clean_routes")
+def _triple_pack_plugin(env: PluginEnvironment, name: str) -> None:
+    """A plugin contributing pack ``<name>-pack``: a cvtest_contrib.triple kernel for the target."""
+    env.plugin(
+        name,
+        f"""
+        import sys
+
+        import conveyor as cv
+
+        _TARGET = sys.modules[{extensions.__name__!r}].TARGETS[{env.prefix!r}]
+
+
+        def _triple(ctx):
+            raise AssertionError("never run in these tests")
+
+
+        @hookimpl
+        def conveyor_kernel_packs():
+            return [
+                cv.KernelPack(
+                    name="{name}-pack",
+                    carrier=_TARGET,
+                    patterns=[cv.KernelPattern(operation="cvtest_contrib.triple", kernel=_triple)],
+                )
+            ]
+        """,
+    )
+
+
+@pytest.mark.usefixtures("forget_targets")
+class TestKernelPackCollisions:
+    def test_pack_covering_what_the_class_covers_breaks_plugin(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """A pack repeating one of its class's own kernels is refused at load; the class works."""
+        kernel = cv.KernelPattern(operation="cvtest_contrib.triple", kernel=print)
+        cls = extensions._target(plugin_env, "Covered", (kernel,))
+        _triple_pack_plugin(plugin_env, "dup")
+        host = plugin_env.host()
+        set_default_host(host)
+        (record,) = host.plugins()
+        assert record.state is PluginState.BROKEN
+        assert record.hook == "conveyor_kernel_packs"
+        assert "cvtest_contrib.triple on Covered: two kernels cover it" in (record.error or "")
+        assert host.kernel_packs() == ()
+        x = cv.tensor([1.0], cv.float64, carrier=cls)  # sealing the class no longer fails
+        assert x.carrier.dispatch_op("cvtest_contrib.triple") is not None
+
+    def test_two_plugins_packing_one_kernel_break_the_second_naming_the_first(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """Packs from two plugins covering the same operation: the later plugin is broken."""
+        extensions._target(plugin_env, "Shared")
+        _triple_pack_plugin(plugin_env, "a_first")
+        _triple_pack_plugin(plugin_env, "b_second")
+        host = plugin_env.host()
+        set_default_host(host)
+        records = _by_name(host)
+        assert records["a_first"].state is PluginState.LOADED
+        second = records["b_second"]
+        assert second.state is PluginState.BROKEN
+        assert (
+            "(kernel pack 'b_second-pack' collides with pack 'a_first-pack' of plugin 'a_first' "
+            "of distribution 'cvt-a_first')"
+        ) in (second.error or "")
+        assert [p.name for p in host.kernel_packs()] == ["a_first-pack"]
 
 
 @pytest.mark.usefixtures("clean_routes")
