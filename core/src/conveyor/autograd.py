@@ -41,7 +41,7 @@ _state = _GradMode()
 # doing it at once into a shared leaf would lose one contribution. One lock for the whole
 # publication keeps each pass's writes atomic with respect to every other pass (the work it
 # serialises is the gradient additions only; backward computation itself runs unlocked).
-_publish_lock = threading.Lock()
+_publish_lock = threading.RLock()  # re-entrant: an observer of the additions may run backward
 
 
 def is_grad_enabled() -> bool:
