@@ -220,6 +220,7 @@ class Operation:
         # The carrier's write counter at save time; read directly, this runs on every call.
         self._saved_versions = tuple([(t, t._carrier._version) for t in tensors])
         self._grad_inputs = tensors
+        autograd.note_saved(self, tensors)  # exports of these carriers must stay read-only
 
     def _release_saved(self) -> None:
         self._saved = None

@@ -242,14 +242,33 @@ class Tensor:
 
         Zero-copy interchange is a carrier capability (only memory a consumer can address can be
         shared), so carriers without the hook refuse with ``BufferError`` like any producer.
+        A tensor that requires grad, or whose storage a live graph saved for backward, is
+        exported as a copy: consumers may ignore DLPack's read-only flag (PyTorch does), and a
+        write through shared memory would bypass the version check and corrupt gradients.
+
+        Raises:
+            BufferError: the carrier cannot share memory, or ``copy=False`` was asked for a
+                tensor that is part of a graph.
         """
+        from conveyor.autograd import saved_for_backward
+
+        carrier = type(self._carrier).__name__
         hook = getattr(self._carrier, "_dlpack", None)
         if hook is None:
             msg = (
-                f"__dlpack__ on {type(self._carrier).__name__}: the carrier cannot share its "
+                f"__dlpack__ on {carrier}: the carrier cannot share its "
                 f"memory; use tensor.numpy() or cv.move the tensor to 'cpu'"
             )
             raise BufferError(msg)
+        if self._requires_grad or saved_for_backward(self._carrier):
+            if kwargs.get("copy") is False:
+                msg = (
+                    f"__dlpack__ on {carrier}: copy=False, but the tensor is part of an "
+                    f"autograd graph and is only exported as a copy; pass copy=None or detach "
+                    f"a clone first"
+                )
+                raise BufferError(msg)
+            kwargs["copy"] = True
         return hook(self._layout, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
