@@ -45,7 +45,9 @@ class TestLoaded:
 
         @hookimpl
         def conveyor_kernel_packs():
-            return ("{name}-pack",)
+            pattern = cv.KernelPattern(operation="{name}.op", kernel=print)
+            carrier = type("Target", (cv.Carrier,), {{}})
+            return (cv.KernelPack(name="{name}-pack", carrier=carrier, patterns=[pattern]),)
 
         @hookimpl
         def conveyor_move_routes():
@@ -55,7 +57,7 @@ class TestLoaded:
         plugin_env.plugin("alpha", source.format(name="alpha"))
         host = plugin_env.host()
         assert [d.name for d in host.operation_definitions()] == ["alpha.op", "beta.op"]
-        assert host.kernel_packs() == ("alpha-pack", "beta-pack")
+        assert [p.name for p in host.kernel_packs()] == ["alpha-pack", "beta-pack"]  # type: ignore[attr-defined]  # KernelPack records
         assert host.move_routes() == ("alpha-route1", "alpha-route2", "beta-route1", "beta-route2")
 
     def test_module_attribute_entry_point_reads_api_from_module(
