@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import conveyor as cv
 from conveyor_generic import Generic
+from conveyor_testkit._reference import wide
 from tests.generic.oracle import (
     HYPOTHESIS,
     arrays,
@@ -25,7 +26,6 @@ from tests.generic.oracle import (
     run,
     shapes,
     sum_atol,
-    wide,
 )
 
 
