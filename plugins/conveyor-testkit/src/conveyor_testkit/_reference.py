@@ -350,7 +350,8 @@ def conv_reference(x: Any, w: Any, fields: dict[str, Any]) -> Any:
                 for oc in range(o):
                     g = oc // per_out
                     column = x[(slice(None), slice(g * i, (g + 1) * i), *source)]
-                    out[(slice(None), oc, *pos)] += column @ w[(oc, slice(None), *taps)]
+                    target: tuple[Any, ...] = (slice(None), oc, *pos)
+                    out[target] += column @ w[(oc, slice(None), *taps)]
     del channels
     return out
 
