@@ -191,6 +191,22 @@ def _unadvertised(target: Target) -> Iterator[OperationPlan]:
 
 
 class TestRefusalsBeforeAllocation:
+    def test_dispatch_allocates_nothing(self, conveyor_target: Target) -> None:
+        """``dispatch_op`` only makes the operation: no carrier of any class is allocated."""
+        carrier = conveyor_target.instance()
+        try:
+            for name in conveyor_target.supported_names():
+                with record_work(conveyor_target.cls, None) as work:
+                    carrier.dispatch_op(name)
+                if work:
+                    pytest.fail(
+                        f"{name} on {conveyor_target.cls.__name__}: dispatch_op did work before "
+                        f"any call: {', '.join(work)}; allocate in forward, after the gate",
+                        pytrace=False,
+                    )
+        finally:
+            carrier.release()
+
     def test_unadvertised_plan_refused_before_allocation(self, conveyor_target: Target) -> None:
         """A plan the carrier does not advertise raises UnsupportedOperationPlan, allocating
         nothing and never entering the implementation (or the name is refused at dispatch)."""
