@@ -19,6 +19,7 @@ from conveyor.policy import OperationPlan
 from conveyor_testkit._compare import Tolerance, _eps, compare
 from conveyor_testkit._inputs import Case, cases_for, options_for, plan_text
 from conveyor_testkit._run import PlanFailure, describe_error
+from conveyor_testkit._target import make_tensor
 
 __all__ = ["check_gradients", "gradient_plans"]
 
@@ -56,7 +57,7 @@ def _smooth_case(plan: OperationPlan, seed: int) -> Case | None:
 def _loss_grads(cls: type[cv.Carrier], plan: OperationPlan, case: Case, weights: Any) -> list[Any]:
     """d sum(weights * output 0) / d each floating tensor operand, on ``cls``."""
     inputs = [
-        cv.tensor(v, dtype=o.dtype, carrier=cls) if isinstance(v, np.ndarray) else v
+        make_tensor(cls, v, o.dtype) if isinstance(v, np.ndarray) else v
         for v, o in zip(case.operands, plan.operands, strict=True)
     ]
     wants = [x for x in inputs if isinstance(x, cv.Tensor) and x.dtype.is_floating]
@@ -67,7 +68,7 @@ def _loss_grads(cls: type[cv.Carrier], plan: OperationPlan, case: Case, weights:
         *inputs, options=options_for(plan, case)
     )
     out = result[0] if isinstance(result, tuple) else result
-    out.backward(cv.tensor(np.asarray(weights, out.dtype.numpy), out.dtype, carrier=cls))
+    out.backward(make_tensor(cls, np.asarray(weights, out.dtype.numpy), out.dtype))
     return [None if x.grad is None else np.array(x.grad.numpy()) for x in wants]
 
 
@@ -76,7 +77,7 @@ def _numeric(oracle: type[cv.Carrier], plan: OperationPlan, case: Case, weights:
 
     def loss(operands: tuple[Any, ...]) -> float:
         inputs = [
-            cv.tensor(v, dtype=o.dtype, carrier=oracle) if isinstance(v, np.ndarray) else v
+            make_tensor(oracle, v, o.dtype) if isinstance(v, np.ndarray) else v
             for v, o in zip(operands, plan.operands, strict=True)
         ]
         first = next(x for x in inputs if isinstance(x, cv.Tensor))
@@ -154,7 +155,7 @@ def check_gradients(
 
 def _loss_shape(oracle: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[int, ...]:
     inputs = [
-        cv.tensor(v, dtype=o.dtype, carrier=oracle) if isinstance(v, np.ndarray) else v
+        make_tensor(oracle, v, o.dtype) if isinstance(v, np.ndarray) else v
         for v, o in zip(case.operands, plan.operands, strict=True)
     ]
     first = next(x for x in inputs if isinstance(x, cv.Tensor))

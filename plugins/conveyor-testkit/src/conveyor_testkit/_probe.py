@@ -2,9 +2,10 @@
 
 The dispatch contract says a refusal happens before any result allocation, compilation or kernel
 entry. The probe wraps, for the duration of one call, the places where work starts: the carrier
-class's ``allocate`` and ``_allocate`` hooks, every other carrier class's ``allocate``, the ``allocate`` of a definition's storage provider,
-``Tensor._wrap`` (every shipped way of publishing a result tensor) and the operation's own
-``_forward`` hook. Anything recorded while a refused call ran is a violation.
+class's ``allocate`` and ``_allocate`` hooks, every other carrier class's ``allocate``, the
+``allocate`` of a definition's storage provider, ``Tensor._wrap`` (every shipped way of
+publishing a result tensor) and the operation's own ``_forward`` hook. Anything recorded while a
+refused call ran is a violation.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from conveyor.policy import OperationPlan
 from conveyor_testkit._compare import compare, tolerance
 from conveyor_testkit._inputs import Case, cases_for, operand_arrays, options_for, plan_text
 from conveyor_testkit._reference import reference
+from conveyor_testkit._target import make_tensor
 
 __all__ = ["PlanFailure", "check_plan", "describe_error"]
 
@@ -104,7 +105,7 @@ def _execute(cls: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[An
     name = plan.operation
     try:
         inputs = [
-            cv.tensor(v, dtype=o.dtype, carrier=cls) if isinstance(v, np.ndarray) else v
+            make_tensor(cls, v, o.dtype) if isinstance(v, np.ndarray) else v
             for v, o in zip(case.operands, plan.operands, strict=True)
         ]
     except Exception as exc:

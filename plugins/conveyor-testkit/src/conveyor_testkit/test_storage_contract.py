@@ -15,7 +15,7 @@ import pytest
 
 import conveyor as cv
 from conveyor import plugins
-from conveyor_testkit._target import Target
+from conveyor_testkit._target import Target, make_tensor
 
 _SHAPE = (3, 4, 5)
 _KEYS: list[Any] = [
@@ -56,7 +56,7 @@ def _dtypes(target: Target) -> list[cv.DType]:
 
 def _problems_indexing(target: Target, dtype: cv.DType) -> Iterator[str]:
     values = _values(dtype, _SHAPE, 1)
-    t = cv.tensor(values, dtype, carrier=target.cls)
+    t = make_tensor(target.cls, values, dtype)
     for key in _KEYS:
         try:
             got = t[key]
@@ -98,7 +98,7 @@ def _problems_indexing(target: Target, dtype: cv.DType) -> Iterator[str]:
 def _problems_assignment(target: Target, dtype: cv.DType) -> Iterator[str]:
     for n, key in enumerate(_KEYS):
         values = _values(dtype, _SHAPE, 2)
-        t = cv.tensor(values, dtype, carrier=target.cls)
+        t = make_tensor(target.cls, values, dtype)
         new = _values(dtype, np.shape(values[key]), 3 + n)
         expected = values.copy()
         expected[key] = new
@@ -151,7 +151,7 @@ class TestMoves:
         for dtype in sorted(conveyor_target.storable, key=lambda d: d.name):
             values = _values(dtype, (3, 5), 4)
             try:
-                source = cv.tensor(values, dtype, carrier=cls)
+                source = make_tensor(cls, values, dtype)
                 there = cv.move(source[:, ::-2], cpu)
                 back = cv.move(there, cls)
                 arrived = cv.move(cv.tensor(values, dtype, carrier=cpu), cls)
