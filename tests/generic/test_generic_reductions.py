@@ -16,6 +16,7 @@ from numpy.exceptions import AxisError
 
 import conveyor as cv
 from conveyor_generic import CPU, Generic
+from conveyor_testkit._reference import wide
 from tests.generic.oracle import (
     HYPOTHESIS,
     arrays,
@@ -26,7 +27,6 @@ from tests.generic.oracle import (
     run,
     shapes,
     sum_atol,
-    wide,
 )
 
 

@@ -7,11 +7,14 @@ route its author wrote. Routes come from ``register_move_route`` and from plugin
 again whenever the host contributes different routes); both land in one table where a pair may
 appear once.
 
-Routes copy whole spans through the carrier storage contract (``export_span`` /
-``import_span``) or the carriers' own bulk I/O (memory maps, ``readinto``, ``pwrite``), never
-element by element. Movement is lowered execution: the public ``move`` is differentiable (when
-its input requires grad and grad mode is on, the result's autograd node moves the gradient back
-to the source class) and otherwise creates no autograd node.
+Without a route, a move to or from a definition-backed carrier with a storage provider takes the
+generic bulk span path (``span_copy``); other pairs are refused with a message naming both
+classes and the hooks to implement. Routes copy whole spans through the carrier storage
+contract (``export_span`` / ``import_span``) or the carriers' own bulk I/O (memory maps,
+``readinto``, ``pwrite``), never element by element. Movement is lowered execution: the
+public ``move`` is differentiable (when its input requires grad and grad mode is on, the
+result's autograd node moves the gradient back to the source class) and otherwise creates no
+autograd node.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from typing import Any, Final, TypeAlias, final
 import attrs
 
 from conveyor import _journal, plugins
-from conveyor.carrier import Carrier
+from conveyor.carrier import Carrier, DependentCarrier
+from conveyor.carrier_definitions import carrier_definition
 from conveyor.layout import Layout
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
+from conveyor.providers import StorageProvider
 from conveyor.tensor import Tensor
 
 __all__ = ["MoveRoute", "move", "move_route", "move_routes", "register_move_route", "span_copy"]
@@ -175,22 +180,61 @@ def move_routes() -> Mapping[_Pair, MoveRoute]:
 
 
 def move_route(source: type[Carrier], destination: type[Carrier]) -> MoveRoute:
-    """The route from ``source`` to ``destination``; same-class copies have a built-in one.
+    """The route from ``source`` to ``destination``.
+
+    A registered or contributed route wins. Without one, a same-class copy and a move to or from
+    a definition-backed carrier whose storage provider has spans take the generic bulk span path
+    (``span_copy``), provided the other side implements the span hook it needs.
 
     Raises:
-        NotImplementedError: no route joins the two classes (the message names both).
+        NotImplementedError: no route joins the two classes and the span path cannot copy (the
+            message names both classes and the hooks to implement).
     """
     route = _table().get((source, destination))
     if route is not None:
         return route
-    if source is destination:
+    if source is destination or _spans(source, destination):
         return MoveRoute(source=source, destination=destination, copy=span_copy)
+    missing = [
+        f"{cls.__name__}.{hook}"
+        for cls, hook in ((source, "_export"), (destination, "_import"))
+        if not _has_hook(cls, hook)
+    ]
+    need = (
+        f"implement the storage span hooks {' and '.join(missing)} and give one side a "
+        f"CarrierDefinition with a StorageProvider"
+        if missing
+        else "give one side a CarrierDefinition with a StorageProvider"
+    )
     msg = (
         f"move from {source.__name__} to {destination.__name__}: no move route joins these "
-        f"carriers; move through a carrier both have routes to (e.g. 'cpu'), or register one "
-        f"with conveyor.register_move_route"
+        f"carriers; contribute a TransferRoute (CarrierDefinition transfers, the "
+        f"conveyor_move_routes hook or conveyor.register_move_route), or {need} so the generic "
+        f"bulk span path can copy, or move through a carrier both have routes to (e.g. 'cpu')"
     )
     raise NotImplementedError(msg)
+
+
+def _has_hook(cls: type[Carrier], hook: str) -> bool:
+    """Whether ``cls`` implements the storage hook (a definition-backed class gets it installed)."""
+    return getattr(cls, hook, None) is not getattr(Carrier, hook)
+
+
+def _spans(source: type[Carrier], destination: type[Carrier]) -> bool:
+    """Whether the generic bulk span path applies between two different classes.
+
+    It needs span export on the source, span import (and ``allocate``) on the destination, and a
+    definition-backed side with a storage provider, whose author opted into the storage contract;
+    composed carriers (``DependentCarrier``) allocate through their tiers, so they need a route.
+    """
+    if issubclass(source, DependentCarrier) or issubclass(destination, DependentCarrier):
+        return False
+    if not (_has_hook(source, "_export") and _has_hook(destination, "_import")):
+        return False
+    return any(
+        isinstance(getattr(carrier_definition(cls), "storage", None), StorageProvider)
+        for cls in (source, destination)
+    )
 
 
 def span_copy(source: Tensor, destination: type[Carrier], **options: Any) -> Tensor:

@@ -31,6 +31,7 @@ __all__: list[str] = []
 
 _CARRIERS_HOOK: Final = "conveyor_carriers"
 _DEFINITIONS_HOOK: Final = "conveyor_operation_definitions"
+_PACKS_HOOK: Final = "conveyor_kernel_packs"
 _OBSERVERS_HOOK: Final = "conveyor_operation_observers"
 _CARRIER_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
 _API_DECLARATION: Final = re.compile(r"(\d+)\.(\d+)")
@@ -266,7 +267,12 @@ def _validate_carriers(
     return found
 
 
-def _validate_items(candidate: _Candidate, hook: str, result: object) -> tuple[object, ...]:
+def _validate_items(
+    candidate: _Candidate,
+    hook: str,
+    contributed: Mapping[str, tuple[object, ...]],
+    result: object,
+) -> tuple[object, ...]:
     what = f"{candidate.label}: hook {hook}"
     if (
         result is None
@@ -284,6 +290,17 @@ def _validate_items(candidate: _Candidate, hook: str, result: object) -> tuple[o
 
         for item in items:
             check_contributed_definition(item)  # raises inside the hook guard: plugin broken
+    if hook == _PACKS_HOOK:
+        from conveyor.carrier_definitions import check_contributed_pack
+        from conveyor.definitions import operation_definition
+
+        own = {getattr(d, "name", None) for d in contributed.get(_DEFINITIONS_HOOK, ())}
+
+        def defined(name: str) -> bool:
+            return name in own or operation_definition(name) is not None
+
+        for item in items:
+            check_contributed_pack(item, defined)  # raises inside the hook guard: plugin broken
     if hook == _OBSERVERS_HOOK:
         for item in items:
             if not callable(item):
@@ -325,7 +342,7 @@ def _collect(manager: pluggy.PluginManager, candidate: _Candidate, api: str) -> 
         caller = getattr(manager.hook, hook)
         for impl in [i for i in caller.get_hookimpls() if i.plugin_name == name]:
             if hook != _CARRIERS_HOOK:
-                validate_items = functools.partial(_validate_items, candidate, hook)
+                validate_items = functools.partial(_validate_items, candidate, hook, contributions)
                 items = _run_hook(candidate, hook, impl.function, validate_items)
                 contributions[hook] = contributions.get(hook, ()) + items
                 continue
