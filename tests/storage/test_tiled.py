@@ -15,7 +15,7 @@ import pytest
 
 import conveyor as cv
 from conveyor.definitions import DefinitionOperation
-from conveyor_generic import CPU, Generic
+from conveyor_generic import Generic
 from conveyor_storage import TiledEvictable
 from tests.storage.tiled import PRIMARIES, SECONDARIES, build, secondary_factory
 
@@ -61,13 +61,33 @@ class TestExecuteDirectlyOnFullTiledTensor:
     @pytest.mark.parametrize("dtype", [cv.float32, cv.int32], ids=lambda d: d.name)
     @pytest.mark.parametrize("name", ["add", "mul", "elementwise_mul"])
     def test_binary_consumes_full_tensor_one_node(
-        self, primary: Any, secondary: Any, shape: Any, tile: Any, implicit: Any, dtype: Any, name: str
+        self,
+        primary: Any,
+        secondary: Any,
+        shape: Any,
+        tile: Any,
+        implicit: Any,
+        dtype: Any,
+        name: str,
     ) -> None:
         """Two tiled operands with mixed residency give the dense Generic value, one node."""
-        x, xv = build(_values(shape, dtype), tile, primary=primary, secondary=secondary,
-                      dtype=dtype, implicit=implicit, budget_tiles=3)
-        y, yv = build(_values(shape, dtype), tile, primary=primary, secondary=secondary,
-                      dtype=dtype, budget_tiles=3)
+        x, xv = build(
+            _values(shape, dtype),
+            tile,
+            primary=primary,
+            secondary=secondary,
+            dtype=dtype,
+            implicit=implicit,
+            budget_tiles=3,
+        )
+        y, yv = build(
+            _values(shape, dtype),
+            tile,
+            primary=primary,
+            secondary=secondary,
+            dtype=dtype,
+            budget_tiles=3,
+        )
         x.requires_grad = y.requires_grad = dtype.is_floating
         states = {x.carrier.tile_state(c).residency for c in x.carrier._grid.coords()}
         out = getattr(cv, name)(x, y)
@@ -83,10 +103,18 @@ class TestExecuteDirectlyOnFullTiledTensor:
             assert "implicit" in states
 
     @pytest.mark.parametrize("scalar_first", [False, True])
-    def test_mul_scalar_and_add_scalar(self, primary: Any, secondary: Any, scalar_first: bool) -> None:
+    def test_mul_scalar_and_add_scalar(
+        self, primary: Any, secondary: Any, scalar_first: bool
+    ) -> None:
         """Tensor-scalar and scalar-tensor forms follow the plan like Generic."""
-        x, xv = build(_values((8, 15), cv.float32), (4, 5), primary=primary, secondary=secondary,
-                      dtype=cv.float32, implicit=[(0, 2)])
+        x, xv = build(
+            _values((8, 15), cv.float32),
+            (4, 5),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            implicit=[(0, 2)],
+        )
         g = _generic(xv, cv.float32)
         for name in ("mul", "add"):
             args = (2.5, x) if scalar_first else (x, 2.5)
@@ -94,8 +122,15 @@ class TestExecuteDirectlyOnFullTiledTensor:
             _close(getattr(cv, name)(*args), getattr(cv, name)(*ref), cv.float32)
 
     def test_relu(self, primary: Any, secondary: Any) -> None:
-        x, xv = build(_values((12, 6), cv.float32), (3, 2), primary=primary, secondary=secondary,
-                      dtype=cv.float32, implicit=[(1, 1)], budget_tiles=2)
+        x, xv = build(
+            _values((12, 6), cv.float32),
+            (3, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            implicit=[(1, 1)],
+            budget_tiles=2,
+        )
         _close(cv.relu(x), cv.relu(_generic(xv, cv.float32)), cv.float32)
 
     @pytest.mark.parametrize("axis", [None, 0, 1, (0, 1), -1])
@@ -105,16 +140,30 @@ class TestExecuteDirectlyOnFullTiledTensor:
         self, primary: Any, secondary: Any, axis: Any, keepdims: bool, dtype: Any
     ) -> None:
         """reduce_sum accumulates tile by tile in the plan's accumulator, for every axis form."""
-        x, xv = build(_values((12, 6), dtype), (3, 2), primary=primary, secondary=secondary,
-                      dtype=dtype, implicit=[(2, 1)], budget_tiles=2)
+        x, xv = build(
+            _values((12, 6), dtype),
+            (3, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=dtype,
+            implicit=[(2, 1)],
+            budget_tiles=2,
+        )
         got = cv.reduce_sum(x, axis=axis, keepdims=keepdims)
         want = cv.reduce_sum(_generic(xv, dtype), axis=axis, keepdims=keepdims)
         assert got.dtype is want.dtype
-        np.testing.assert_allclose(got.numpy().astype(np.float64), want.numpy().astype(np.float64), rtol=1e-3)
+        np.testing.assert_allclose(
+            got.numpy().astype(np.float64), want.numpy().astype(np.float64), rtol=1e-3
+        )
 
     def test_reduce_sum_float64_accumulator(self, primary: Any, secondary: Any) -> None:
-        x, xv = build(_values((8, 15), cv.float32), (4, 5), primary=primary, secondary=secondary,
-                      dtype=cv.float32)
+        x, xv = build(
+            _values((8, 15), cv.float32),
+            (4, 5),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+        )
         got = cv.reduce_sum(x, accumulator_dtype=cv.float64)
         want = cv.reduce_sum(_generic(xv, cv.float32), accumulator_dtype=cv.float64)
         _close(got, want, cv.float32)
@@ -122,15 +171,39 @@ class TestExecuteDirectlyOnFullTiledTensor:
     @pytest.mark.parametrize("budget", [None, 3])
     def test_matmul_blocked(self, primary: Any, secondary: Any, budget: Any) -> None:
         """A blocked out-of-core GEMM equals Generic's matmul."""
-        a, av = build(_values((12, 6), cv.float32), (3, 2), primary=primary, secondary=secondary,
-                      dtype=cv.float32, implicit=[(1, 0)], budget_tiles=budget)
-        b, bv = build(_values((6, 10), cv.float32), (2, 5), primary=primary, secondary=secondary,
-                      dtype=cv.float32, implicit=[(2, 1)], budget_tiles=budget)
-        _close(cv.matmul(a, b), cv.matmul(_generic(av, cv.float32), _generic(bv, cv.float32)), cv.float32)
+        a, av = build(
+            _values((12, 6), cv.float32),
+            (3, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            implicit=[(1, 0)],
+            budget_tiles=budget,
+        )
+        b, bv = build(
+            _values((6, 10), cv.float32),
+            (2, 5),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            implicit=[(2, 1)],
+            budget_tiles=budget,
+        )
+        _close(
+            cv.matmul(a, b),
+            cv.matmul(_generic(av, cv.float32), _generic(bv, cv.float32)),
+            cv.float32,
+        )
 
     def test_matmul_one_carrier_twice(self, primary: Any, secondary: Any) -> None:
-        a, av = build(_values((6, 6), cv.float32), (2, 2), primary=primary, secondary=secondary,
-                      dtype=cv.float32, budget_tiles=4)
+        a, av = build(
+            _values((6, 6), cv.float32),
+            (2, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            budget_tiles=4,
+        )
         g = _generic(av, cv.float32)
         _close(cv.matmul(a, a), cv.matmul(g, g), cv.float32)
 
@@ -138,14 +211,31 @@ class TestExecuteDirectlyOnFullTiledTensor:
 class TestGradientsFromCentralVjp:
     """The VJP of each direct name, against Generic, over grids with every residency."""
 
-    @pytest.mark.parametrize("name", ["add", "mul", "elementwise_mul", "matmul", "relu", "reduce_sum"])
+    @pytest.mark.parametrize(
+        "name", ["add", "mul", "elementwise_mul", "matmul", "relu", "reduce_sum"]
+    )
     def test_vjp_matches_generic(self, primary: Any, secondary: Any, name: str) -> None:
         shape_b = (6, 10) if name == "matmul" else (12, 6)
         tile_b = (2, 5) if name == "matmul" else (3, 2)
-        a, av = build(_values((12, 6), cv.float32), (3, 2), primary=primary, secondary=secondary,
-                      dtype=cv.float32, implicit=[(0, 1)], budget_tiles=3, requires_grad=True)
-        b, bv = build(_values(shape_b, cv.float32), tile_b, primary=primary, secondary=secondary,
-                      dtype=cv.float32, budget_tiles=3, requires_grad=True)
+        a, av = build(
+            _values((12, 6), cv.float32),
+            (3, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            implicit=[(0, 1)],
+            budget_tiles=3,
+            requires_grad=True,
+        )
+        b, bv = build(
+            _values(shape_b, cv.float32),
+            tile_b,
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            budget_tiles=3,
+            requires_grad=True,
+        )
         ga, gb = _generic(av, cv.float32, True), _generic(bv, cv.float32, True)
         unary = name in ("relu", "reduce_sum")
         out = getattr(cv, name)(a) if unary else getattr(cv, name)(a, b)
@@ -154,14 +244,23 @@ class TestGradientsFromCentralVjp:
         cv.reduce_sum(cv.mul(out, cv.tensor(weights, dtype=cv.float32, carrier=primary))).backward()
         cv.reduce_sum(cv.mul(ref, _generic(weights, cv.float32))).backward()
         assert a.grad is not None and ga.grad is not None
-        np.testing.assert_allclose(np.asarray(a.grad.numpy()), ga.grad.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(a.grad.numpy()), ga.grad.numpy(), rtol=1e-5, atol=1e-5
+        )
         if not unary:
             assert b.grad is not None and gb.grad is not None
             np.testing.assert_allclose(b.grad.numpy(), gb.grad.numpy(), rtol=1e-5, atol=1e-5)
 
     def test_backward_keeps_budget_for_tiles(self, primary: Any, secondary: Any) -> None:
         """Lowering saved tiles for the VJP streams them: the tile budget still holds."""
-        a, _ = build(_values((12, 6), cv.float32), (3, 2), primary=primary, secondary=secondary,
-                     dtype=cv.float32, budget_tiles=2, requires_grad=True)
+        a, _ = build(
+            _values((12, 6), cv.float32),
+            (3, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            budget_tiles=2,
+            requires_grad=True,
+        )
         cv.reduce_sum(cv.relu(a)).backward()
         assert a.carrier.peak_resident_bytes <= 3 * a.carrier.tile_bytes

@@ -34,8 +34,15 @@ def secondary(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 def _x(primary: Any, secondary: Any, **kw: Any) -> tuple[cv.Tensor, np.ndarray[Any, Any]]:
     values = RNG.standard_normal((12, 6)).astype(np.float32)
-    return build(values, (3, 2), primary=primary, secondary=secondary, dtype=cv.float32,
-                 implicit=[(1, 1)], **kw)
+    return build(
+        values,
+        (3, 2),
+        primary=primary,
+        secondary=secondary,
+        dtype=cv.float32,
+        implicit=[(1, 1)],
+        **kw,
+    )
 
 
 SELECTION = TileSelection(((3, 1), (0, 2)))
@@ -83,7 +90,11 @@ class TestExecuteAfterExplicitProjection:
         """An AwaitProjection is not a tensor: passing it to an operation is a TypeError."""
         x, _ = _x(primary, secondary)
         handle = project(x, SELECTION)
-        with pytest.raises(TypeError, match=r"add on TiledEvictable: operands must be Tensors or Python scalars, got <AwaitProjection"):
+        with pytest.raises(
+            TypeError,
+            match=r"add on TiledEvictable: operands must be Tensors or Python scalars, got "
+            r"<AwaitProjection",
+        ):
             cv.add(x, handle)
         handle.wait(timeout=30)
 
@@ -117,7 +128,9 @@ class TestScatter:
         compact = cv.tensor(np.ones((6, 4), np.float32), dtype=cv.float32, carrier=primary)
         with pytest.raises(ValueError, match="reduction must be 'replace' or 'add', got 'max'"):
             scatter(compact, x, SELECTION, reduction="max")  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match=r"compact has shape \(6, 4\), the selection needs \(3, 2\)"):
+        with pytest.raises(
+            ValueError, match=r"compact has shape \(6, 4\), the selection needs \(3, 2\)"
+        ):
             scatter(compact, x, TileSelection(((0,), (0,))))
         wrong = cv.tensor(np.ones((6, 4)), dtype=cv.float64, carrier=primary)
         with pytest.raises(TypeError, match="compact is float64, the template float32; cast"):
@@ -129,7 +142,9 @@ class TestScatter:
 class TestRefusalsBeforeWork:
     def test_other_names_say_project_first(self, primary: Any, secondary: Any) -> None:
         x, _ = _x(primary, secondary)
-        with pytest.raises(NotImplementedError, match=r"exp on TiledEvictable: not in the direct surface.*project"):
+        with pytest.raises(
+            NotImplementedError, match=r"exp on TiledEvictable: not in the direct surface.*project"
+        ):
             cv.exp(x)
 
     def test_footprint_refused_before_work(self, primary: Any, secondary: Any) -> None:
@@ -147,7 +162,9 @@ class TestRefusalsBeforeWork:
         after = ({c: tiled.tile_state(c) for c in tiled._grid.coords()}, tiled.resident_bytes)
         assert after == before and tiled.peak_resident_bytes == peak
 
-    def test_in_tile_permutation_is_accepted(self, primary: Any, secondary: Any, tmp_path: Path) -> None:
+    def test_in_tile_permutation_is_accepted(
+        self, primary: Any, secondary: Any, tmp_path: Path
+    ) -> None:
         """Reordering slots inside one tile (a flip of a one-tile axis) is footprint compatible."""
         values = RNG.standard_normal((4, 6)).astype(np.float32)
         x, expected = build(values, (4, 2), primary=primary, secondary=secondary, dtype=cv.float32)
@@ -157,15 +174,19 @@ class TestRefusalsBeforeWork:
 
     def test_budget_too_small_for_matmul_refused(self, primary: Any, secondary: Any) -> None:
         values = RNG.standard_normal((6, 6)).astype(np.float32)
-        a, _ = build(values, (2, 2), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=1)
-        with pytest.raises(ValueError, match="holds no B tile beside two A tiles; raise the budget"):
+        a, _ = build(
+            values, (2, 2), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=1
+        )
+        with pytest.raises(
+            ValueError, match="holds no B tile beside two A tiles; raise the budget"
+        ):
             cv.matmul(a, a)
 
     def test_mismatched_tilings_are_unsupported(self, primary: Any, secondary: Any) -> None:
         values = RNG.standard_normal((12, 6)).astype(np.float32)
         a, _ = build(values, (3, 2), primary=primary, secondary=secondary, dtype=cv.float32)
         b, _ = build(values, (6, 3), primary=primary, secondary=secondary, dtype=cv.float32)
-        with pytest.raises(NotImplementedError, match="one shape and one tiling.*project"):
+        with pytest.raises(NotImplementedError, match=r"one shape and one tiling.*project"):
             cv.add(a, b)
 
     def test_mixed_carriers_refused(self, primary: Any, secondary: Any) -> None:

@@ -38,7 +38,10 @@ def secondary(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 def _empty(primary: Any, secondary: Any, budget_tiles: int | None = None) -> TiledEvictable:
     tile_bytes = 4 * 5 * 4
     return TiledEvictable(
-        primary.allocate(0, cv.float32), secondary(cv.float32), (2, 3), (4, 5),
+        primary.allocate(0, cv.float32),
+        secondary(cv.float32),
+        (2, 3),
+        (4, 5),
         max_resident_bytes=None if budget_tiles is None else budget_tiles * tile_bytes,
     )
 
@@ -70,7 +73,9 @@ class TestTileStates:
         tiled.discard([(1, 2)])
         assert tiled.tile_state((1, 2)) == TileState("invalid", False)
         assert (1, 2) not in tiled.valid_tiles
-        with pytest.raises(RuntimeError, match=r"tile \(1, 2\) is invalid \(its value was discarded\)"):
+        with pytest.raises(
+            RuntimeError, match=r"tile \(1, 2\) is invalid \(its value was discarded\)"
+        ):
             cv.Tensor(tiled, cv.Layout(tiled.shape)).numpy()
 
     def test_clean_tile_evicted_without_copying(self, primary: Any, secondary: Any) -> None:
@@ -89,7 +94,9 @@ class TestTileStates:
         res.evict([(1, 1)])
         assert calls == []
         assert tiled.tile_state((1, 1)) == TileState("secondary", False)
-        np.testing.assert_array_equal(cv.Tensor(tiled, cv.Layout(tiled.shape)).numpy()[4:8, 5:10], 5.0)
+        np.testing.assert_array_equal(
+            cv.Tensor(tiled, cv.Layout(tiled.shape)).numpy()[4:8, 5:10], 5.0
+        )
 
     def test_lru_under_budget(self, primary: Any, secondary: Any) -> None:
         """With room for two tiles the least recently used one leaves first, values intact."""
@@ -106,10 +113,14 @@ class TestTileStates:
         dense = cv.Tensor(tiled, cv.Layout(tiled.shape)).numpy()
         assert dense[0, 5] == 2.0 and dense[0, 0] == 1.0
 
-    def test_promote_more_than_budget_refused_before_work(self, primary: Any, secondary: Any) -> None:
+    def test_promote_more_than_budget_refused_before_work(
+        self, primary: Any, secondary: Any
+    ) -> None:
         tiled = _empty(primary, secondary, budget_tiles=2)
         before = _states(tiled)
-        with pytest.raises(ValueError, match="3 tiles of 80 bytes exceed max_resident_bytes=160; promote fewer"):
+        with pytest.raises(
+            ValueError, match="3 tiles of 80 bytes exceed max_resident_bytes=160; promote fewer"
+        ):
             tiled.require_facet(TiledResidencyFacet).promote([(0, 0), (0, 1), (0, 2)])
         assert _states(tiled) == before and tiled.resident_bytes == 0
 
@@ -174,9 +185,13 @@ class TestAsyncRequests:
         tiled._new_tile = slow
         handle = res.promote_async([(0, 0)])
         assert not handle.done
-        with pytest.raises(TimeoutError, match="promote on TiledEvictable: not finished after 0.01 s"):
+        with pytest.raises(
+            TimeoutError, match=r"promote on TiledEvictable: not finished after 0\.01 s"
+        ):
             handle.wait(timeout=0.01)
-        with pytest.raises(RuntimeError, match=r"tiles \[\(0, 0\)\] have a pending residency request"):
+        with pytest.raises(
+            RuntimeError, match=r"tiles \[\(0, 0\)\] have a pending residency request"
+        ):
             res.evict([(0, 0)])
         gate.set()
         handle.wait(timeout=30)
@@ -205,8 +220,10 @@ class TestAsyncRequests:
             res.evict(tiles)
             res.promote(tiles)
 
-        threads = [threading.Thread(target=run, args=(churn, row0)),
-                   threading.Thread(target=run, args=(res.promote, row1))]
+        threads = [
+            threading.Thread(target=run, args=(churn, row0)),
+            threading.Thread(target=run, args=(res.promote, row1)),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -220,11 +237,17 @@ class TestAsyncRequests:
 class TestBudgetNeverExceeded:
     """Every direct operation with a budget of a few tiles stays under budget plus one tile."""
 
-    @pytest.mark.parametrize("name", ["add", "mul", "elementwise_mul", "relu", "reduce_sum", "matmul"])
+    @pytest.mark.parametrize(
+        "name", ["add", "mul", "elementwise_mul", "relu", "reduce_sum", "matmul"]
+    )
     def test_peak_resident_bytes(self, primary: Any, secondary: Any, name: str) -> None:
         values = RNG.standard_normal((12, 12)).astype(np.float32)
-        x, _ = build(values, (3, 3), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=3)
-        y, _ = build(values, (3, 3), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=3)
+        x, _ = build(
+            values, (3, 3), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=3
+        )
+        y, _ = build(
+            values, (3, 3), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=3
+        )
         for t in (x, y):
             assert t.carrier.peak_resident_bytes <= 3 * t.carrier.tile_bytes
         if name in ("relu", "reduce_sum"):
@@ -246,26 +269,46 @@ class TestBudgetNeverExceeded:
 
 class TestConstructionAndPublicSurface:
     def test_refusals(self, tmp_path: Path) -> None:
-        cpu, file = CPU.allocate(0, cv.float32), FileBacked.allocate(0, cv.float32, directory=str(tmp_path))
+        cpu, file = (
+            CPU.allocate(0, cv.float32),
+            FileBacked.allocate(0, cv.float32, directory=str(tmp_path)),
+        )
         with pytest.raises(TypeError, match="grid_shape must be a tuple of non-negative ints, got"):
             TiledEvictable(cpu, file, [2], (3,))  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="the primary holds 5 slots; give 0 or the full extent of 6"):
+        with pytest.raises(
+            ValueError, match="the primary holds 5 slots; give 0 or the full extent of 6"
+        ):
             TiledEvictable(CPU.allocate(5, cv.float32), file, (2,), (3,))
         with pytest.raises(TypeError, match="the tiers store different dtypes"):
             TiledEvictable(CPU.allocate(0, cv.float64), file, (2,), (3,))
-        with pytest.raises(ValueError, match="max_resident_bytes=4 cannot hold one tile of 12 bytes"):
+        with pytest.raises(
+            ValueError, match="max_resident_bytes=4 cannot hold one tile of 12 bytes"
+        ):
             TiledEvictable(cpu, file, (2,), (3,), max_resident_bytes=4)
 
     def test_closed_and_registered(self) -> None:
-        with pytest.raises(TypeError, match="cannot subclass TiledEvictable: it is a closed carrier"):
+        with pytest.raises(
+            TypeError, match="cannot subclass TiledEvictable: it is a closed carrier"
+        ):
             type("Mine", (TiledEvictable,), {})
         assert cv.plugins.host().carrier("tiled") is TiledEvictable
 
     @pytest.mark.parametrize(
         "name",
-        ["TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "TiledResidencyFacet",
-         "AwaitProjection", "AwaitResidency", "project", "scatter", "TileState", "LRUPolicy",
-         "ResidencyPolicy"],
+        [
+            "TiledEvictable",
+            "TileSelection",
+            "TileSet",
+            "ResidencyPlan",
+            "TiledResidencyFacet",
+            "AwaitProjection",
+            "AwaitResidency",
+            "project",
+            "scatter",
+            "TileState",
+            "LRUPolicy",
+            "ResidencyPolicy",
+        ],
     )
     def test_public_name_exported(self, name: str) -> None:
         assert name in conveyor_storage.__all__ and hasattr(conveyor_storage, name)
@@ -277,8 +320,15 @@ class TestConstructionAndPublicSurface:
             def plan(self, required: TileSet, purpose: Any, room: int = 0) -> ResidencyPlan:
                 return ResidencyPlan(TileSet(()), TileSet(()), required)
 
-        tiled = TiledEvictable(CPU.allocate(0, cv.float32), FileBacked.allocate(0, cv.float32, directory=str(tmp_path)),
-                               (2,), (3,), residency_policy=Dropper())
-        with pytest.raises(RuntimeError, match="the residency policy's plan .* drops required tiles"):
+        tiled = TiledEvictable(
+            CPU.allocate(0, cv.float32),
+            FileBacked.allocate(0, cv.float32, directory=str(tmp_path)),
+            (2,),
+            (3,),
+            residency_policy=Dropper(),
+        )
+        with pytest.raises(
+            RuntimeError, match=r"the residency policy's plan .* drops required tiles"
+        ):
             tiled.require_facet(TiledResidencyFacet).promote([(0,)])
         assert tiled.tile_state((0,)).residency == "implicit"

@@ -27,7 +27,9 @@ def secondary_factory(kind: str, tmp_path: Path) -> Callable[[cv.DType], cv.Carr
     """An empty secondary of ``kind`` placed under ``tmp_path``."""
     if kind == "file":
         return lambda dtype: FileBacked.allocate(0, dtype, directory=str(tmp_path))
-    device = BlockDevice.create_image(tmp_path / f"tiles-{len(list(tmp_path.iterdir()))}.img", 64 << 20)
+    device = BlockDevice.create_image(
+        tmp_path / f"tiles-{len(list(tmp_path.iterdir()))}.img", 64 << 20
+    )
     return lambda dtype: device.allocate(0, dtype)
 
 

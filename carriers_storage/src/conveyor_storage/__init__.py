@@ -7,9 +7,9 @@ from conveyor_storage._residency import (
     LRUPolicy,
     ResidencyPlan,
     ResidencyPolicy,
-    TiledResidencyFacet,
 )
 from conveyor_storage._tiles import TileSelection, TileSet, TileState
+from conveyor_storage._transitions import TiledResidencyFacet
 from conveyor_storage.block_device import BlockDevice
 from conveyor_storage.block_device_carrier import BlockDeviceCarrier
 from conveyor_storage.evictable import Evictable, EvictableOperation

@@ -18,6 +18,7 @@ import numpy as np
 import conveyor as cv
 from conveyor.progress import active, report
 from conveyor_storage._tiles import Coord, TileMap, TileSelection
+from conveyor_storage._transitions import claim
 
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
@@ -32,7 +33,10 @@ def _tiled(what: str, x: object) -> tuple[TiledEvictable, TileMap]:
 
     if not (type(x) is cv.Tensor and type(x.carrier) is TiledEvictable):
         shown = type(x.carrier).__name__ if type(x) is cv.Tensor else type(x).__name__
-        msg = f"{what}: expected a Tensor backed by TiledEvictable, got {shown}; pass the tiled tensor"
+        msg = (
+            f"{what}: expected a Tensor backed by TiledEvictable, got {shown}; pass the tiled "
+            "tensor"
+        )
         raise TypeError(msg)
     carrier: TiledEvictable = x.carrier
     return carrier, carrier.footprint(x.layout, what)
@@ -109,7 +113,7 @@ class _Gather(cv.Operation):
         pairs = list(self.selection.coords())
         tiles = self.selection.tiles()
         with carrier._lock:
-            carrier._claim("project", tiles)
+            claim(carrier, "project", tiles)
         try:
             for done, (position, coord) in enumerate(pairs, 1):
                 values = self.mapping.view(carrier._values(coord, "project"))
@@ -193,7 +197,10 @@ def scatter(
     tile = carrier.tile_shape
     shape = tuple(n * t for n, t in zip(selection.shape, tile, strict=True))
     if compact.shape != shape:
-        msg = f"scatter on TiledEvictable: compact has shape {compact.shape}, the selection needs {shape}"
+        msg = (
+            f"scatter on TiledEvictable: compact has shape {compact.shape}, the selection needs "
+            f"{shape}"
+        )
         raise ValueError(msg)
     if compact.dtype is not template.dtype:
         msg = (

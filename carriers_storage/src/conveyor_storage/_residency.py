@@ -11,15 +11,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Literal, final
+from typing import Final, Literal, final
 
 import attrs
 
-import conveyor as cv
 from conveyor_storage._tiles import Coord, TileSet
-
-if TYPE_CHECKING:
-    from conveyor_storage.tiled_evictable import TiledEvictable
 
 __all__ = [
     "AwaitResidency",
@@ -27,7 +23,6 @@ __all__ = [
     "Ledger",
     "ResidencyPlan",
     "ResidencyPolicy",
-    "TiledResidencyFacet",
 ]
 
 Purpose = Literal["promote", "stream", "project"]
@@ -191,28 +186,3 @@ class AwaitResidency:
     def _finish(self, error: BaseException | None) -> None:
         self._error = error
         self._event.set()
-
-
-@final
-class TiledResidencyFacet(cv.CarrierFacet):
-    """Explicit residency control of a TiledEvictable (``tiled.facet(TiledResidencyFacet)``).
-
-    Every transition is all-or-nothing; a tile with a pending asynchronous request is refused
-    with ``RuntimeError`` until that request finishes.
-    """
-
-    carrier: TiledEvictable
-
-    def promote(self, tiles: object) -> None:
-        """Make ``tiles`` resident in the primary (the policy may evict others for room)."""
-        self.carrier._promote(tiles)
-
-    def evict(self, tiles: object) -> None:
-        """Move ``tiles`` to the secondary; clean tiles with a current copy move no bytes."""
-        self.carrier._evict(tiles)
-
-    def promote_async(self, tiles: object) -> AwaitResidency:
-        return self.carrier._async("promote", tiles)
-
-    def evict_async(self, tiles: object) -> AwaitResidency:
-        return self.carrier._async("evict", tiles)

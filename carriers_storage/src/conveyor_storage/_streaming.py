@@ -22,11 +22,12 @@ import conveyor as cv
 from conveyor.layout import normalize_axes
 from conveyor.progress import active, report
 from conveyor_storage._tiles import Coord, TileMap, TileSet
+from conveyor_storage._transitions import checked_plan, claim, write_back
 
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
 
-__all__ = ["dense", "prepare"]
+__all__ = ["composite_provider", "dense", "prepare"]
 
 _Array = np.ndarray[Any, Any]
 _ELEMENTWISE: Final[dict[str, Callable[..., _Array]]] = {
@@ -82,20 +83,23 @@ class _Session:
             for carrier in self.carriers:
                 everything = TileSet(carrier._grid.coords())
                 with carrier._lock:
-                    carrier._claim(self.name, everything)
+                    claim(carrier, self.name, everything)
                 claimed.append(carrier)
                 room = max(0, held.get(id(carrier), 0) - 1) * carrier.tile_bytes
-                plan = carrier._checked_plan(
-                    carrier._policy.plan(TileSet(()), "stream", room), TileSet(()), "stream"
+                plan = checked_plan(
+                    carrier,
+                    carrier._policy.plan(TileSet(()), "stream", room),
+                    TileSet(()),
+                    "stream",
                 )
                 if len(plan.evict):
-                    carrier._write_back(plan.evict, "evict")
+                    write_back(carrier, plan.evict, "evict")
                 budget = carrier.max_resident_bytes
                 if budget is not None and carrier.resident_bytes + room > budget:
                     # The policy kept too much: evict oldest-first until streaming fits.
                     extra = list(carrier._resident_set())
                     while extra and carrier.resident_bytes + room > budget:
-                        carrier._write_back(TileSet([extra.pop(0)]), "evict")
+                        write_back(carrier, TileSet([extra.pop(0)]), "evict")
         except BaseException:
             self.end(claimed)
             raise
@@ -150,7 +154,7 @@ def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Itera
                 try:
                     _, release = future.result()
                     release()
-                except Exception:  # noqa: BLE001, S110  # a failed prefetch holds nothing
+                except Exception:  # a failed prefetch holds nothing
                     pass
 
 
@@ -417,3 +421,27 @@ def prepare(
         held[id(c)] = held.get(id(c), 0) + 1
     session.room(held, "one step")
     return cv.PreparedComposite(lambda: cv.ProviderResult(_elementwise(invocation)))
+
+
+def _lower_saved(carrier: cv.Carrier, tensor: cv.Tensor) -> cv.Tensor:
+    """How the central VJP reads a saved tiled operand: one dense compute tensor, streamed."""
+    return dense(tensor, "backward")
+
+
+def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
+    """The composite of TiledEvictable: the compute classes' plans for ``names``, streamed."""
+    try:
+        from conveyor_generic import CPU, Generic  # public classes only
+    except ImportError:
+        compute: tuple[type[cv.Carrier], ...] = ()
+    else:
+        compute = (CPU, Generic)
+    plans = {
+        cap for cls in compute for cap in cv.declared_capabilities(cls) if cap.operation in names
+    }
+    return cv.CompositeProvider(
+        capabilities=sorted(plans, key=repr),
+        result_carriers=compute,
+        prepare=prepare,
+        lower_saved=_lower_saved,
+    )

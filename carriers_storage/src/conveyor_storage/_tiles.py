@@ -18,7 +18,7 @@ import numpy as np
 
 import conveyor as cv
 
-__all__ = ["Coord", "Grid", "TileMap", "TileSelection", "TileSet", "TileState"]
+__all__ = ["Coord", "Grid", "TileMap", "TileSelection", "TileSet", "TileState", "check_tiers"]
 
 Coord = tuple[int, ...]
 Residency = Literal["primary", "secondary", "implicit", "invalid"]
@@ -172,6 +172,27 @@ class Grid:
             slice(o, o + t) for o, t in zip(self.origin(coord), self.tile_shape, strict=True)
         )
 
+    def split(self, layout: cv.Layout) -> dict[Coord, tuple[Any, tuple[Any, ...]]]:
+        """For each tile ``layout`` touches: which of its elements, and where in the tile.
+
+        Vectorised over the layout's elements (a write through the storage contract).
+        """
+        slots = np.asarray(
+            layout.offset
+            + sum(
+                (np.arange(n) * s).reshape((-1,) + (1,) * (layout.ndim - k - 1))
+                for k, (n, s) in enumerate(zip(layout.shape, layout.strides, strict=True))
+            )
+        ).reshape(-1)
+        logical = np.unravel_index(slots, self.shape)
+        tiles = np.stack([i // t for i, t in zip(logical, self.tile_shape, strict=True)], -1)
+        found = {}
+        for row in np.unique(tiles.reshape(-1, len(self.shape)), axis=0):
+            mask = np.all(tiles == row, axis=-1)
+            inner = tuple(i[mask] % t for i, t in zip(logical, self.tile_shape, strict=True))
+            found[tuple(int(c) for c in row)] = (mask, inner)
+        return found
+
     def footprint(self, layout: cv.Layout, what: str) -> TileMap:
         """How a tensor with ``layout`` sees each tile, or ``ValueError`` when it breaks tiles.
 
@@ -225,3 +246,37 @@ def _perm(perm: list[int]) -> tuple[int, ...]:
     for canonical_axis, tensor_axis in enumerate(perm):
         out[tensor_axis] = canonical_axis
     return tuple(out)
+
+
+def check_tiers(primary: object, secondary: object, grid: Grid, tile: tuple[int, ...]) -> None:
+    """Refuse tiers a TiledEvictable cannot own: wrong kind, size, dtype, or one object twice."""
+    full = math.prod(grid.shape)
+    for label, tier in (("primary", primary), ("secondary", secondary)):
+        if not isinstance(tier, cv.Carrier):
+            msg = f"TiledEvictable: {label} must be a Carrier instance, got {tier!r}"
+            raise TypeError(msg)
+        if tier.released:
+            msg = f"TiledEvictable: the {label} {type(tier).__name__} was already released"
+            raise ValueError(msg)
+        if tier.size not in (0, full):
+            msg = (
+                f"TiledEvictable: the {label} holds {tier.size} slots; give 0 or the full "
+                f"extent of {full}"
+            )
+            raise ValueError(msg)
+    assert isinstance(primary, cv.Carrier) and isinstance(secondary, cv.Carrier)
+    if primary is secondary:
+        msg = "TiledEvictable: primary and secondary must be two different carriers"
+        raise ValueError(msg)
+    if primary.dtype is not secondary.dtype:
+        msg = (
+            f"TiledEvictable: the tiers store different dtypes ({primary.dtype.name} and "
+            f"{secondary.dtype.name}); allocate both with one dtype"
+        )
+        raise TypeError(msg)
+    if len(grid.grid_shape) != len(tile) or 0 in tile:
+        msg = (
+            f"TiledEvictable: grid_shape {grid.grid_shape} and tile_shape {tile} need the "
+            f"same rank and tile extents >= 1"
+        )
+        raise ValueError(msg)

@@ -29,18 +29,15 @@ from typing import Any, Final, Self, final
 import numpy as np
 
 import conveyor as cv
-from conveyor.progress import active, report
 from conveyor_storage._residency import (
-    AwaitResidency,
     Ledger,
     LRUPolicy,
-    ResidencyPlan,
     ResidencyPolicy,
     ResidencyView,
-    TiledResidencyFacet,
 )
 from conveyor_storage._spans import Allocator, sibling_allocator
-from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet, TileState
+from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet, TileState, check_tiers
+from conveyor_storage._transitions import TiledResidencyFacet, claim
 
 __all__ = ["DIRECT_OPERATIONS", "TiledEvictable"]
 
@@ -101,11 +98,14 @@ class TiledEvictable(cv.DependentCarrier):
     ) -> None:
         super().__init__()
         grid = Grid(_shape("grid_shape", grid_shape), _shape("tile_shape", tile_shape))
-        self._check_tiers(primary, secondary, grid, tile_shape)
+        check_tiers(primary, secondary, grid, tile_shape)
         if residency_policy is None:
             residency_policy = LRUPolicy()
         if not isinstance(residency_policy, ResidencyPolicy):
-            msg = f"TiledEvictable: residency_policy must be a ResidencyPolicy, got {residency_policy!r}"
+            msg = (
+                "TiledEvictable: residency_policy must be a ResidencyPolicy, got "
+                f"{residency_policy!r}"
+            )
             raise TypeError(msg)
         tile_bytes = grid.tile_size * primary.dtype.itemsize
         if max_resident_bytes is not None and (
@@ -139,39 +139,6 @@ class TiledEvictable(cv.DependentCarrier):
         )
         self._finalizer = weakref.finalize(self, _release_all, self._owned)
         self._adopt_initial(primary, secondary)
-
-    @staticmethod
-    def _check_tiers(primary: object, secondary: object, grid: Grid, tile: tuple[int, ...]) -> None:
-        full = math.prod(grid.shape)
-        for label, tier in (("primary", primary), ("secondary", secondary)):
-            if not isinstance(tier, cv.Carrier):
-                msg = f"TiledEvictable: {label} must be a Carrier instance, got {tier!r}"
-                raise TypeError(msg)
-            if tier.released:
-                msg = f"TiledEvictable: the {label} {type(tier).__name__} was already released"
-                raise ValueError(msg)
-            if tier.size not in (0, full):
-                msg = (
-                    f"TiledEvictable: the {label} holds {tier.size} slots; give 0 or the full "
-                    f"extent of {full}"
-                )
-                raise ValueError(msg)
-        assert isinstance(primary, cv.Carrier) and isinstance(secondary, cv.Carrier)
-        if primary is secondary:
-            msg = "TiledEvictable: primary and secondary must be two different carriers"
-            raise ValueError(msg)
-        if primary.dtype is not secondary.dtype:
-            msg = (
-                f"TiledEvictable: the tiers store different dtypes ({primary.dtype.name} and "
-                f"{secondary.dtype.name}); allocate both with one dtype"
-            )
-            raise TypeError(msg)
-        if len(grid.grid_shape) != len(tile) or 0 in tile:
-            msg = (
-                f"TiledEvictable: grid_shape {grid.grid_shape} and tile_shape {tile} need the "
-                f"same rank and tile extents >= 1"
-            )
-            raise ValueError(msg)
 
     def _adopt_initial(self, primary: cv.Carrier, secondary: cv.Carrier) -> None:
         """Take the initial value from a full primary (tiles past the budget go to the
@@ -223,22 +190,24 @@ class TiledEvictable(cv.DependentCarrier):
         return fresh
 
     @classmethod
-    def _allocate(
-        cls,
-        size: int,
-        dtype: cv.DType,
-        *,
-        grid_shape: tuple[int, ...] | None = None,
-        tile_shape: tuple[int, ...] | None = None,
-        primary: str | type[cv.Carrier] = "cpu",
-        secondary: str | type[cv.Carrier] = "file",
-        max_resident_bytes: int | None = None,
-    ) -> Self:
-        """Implicit-zero tiles over ``size`` slots (``grid_shape`` defaults to one tile)."""
-        tile_shape = (size,) if tile_shape is None else tile_shape
-        grid_shape = tuple(1 for _ in tile_shape) if grid_shape is None else grid_shape
+    def _allocate(cls, size: int, dtype: cv.DType, **kwargs: Any) -> Self:
+        """Implicit-zero tiles over ``size`` slots.
+
+        Keywords: ``tile_shape`` (default ``(size,)``), ``grid_shape`` (default one tile),
+        ``primary`` / ``secondary`` (classes or names, default ``"cpu"`` / ``"file"``) and
+        ``max_resident_bytes``.
+        """
+        known = {"grid_shape", "tile_shape", "primary", "secondary", "max_resident_bytes"}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            msg = f"allocate on TiledEvictable: unexpected argument(s) {', '.join(unknown)}"
+            raise TypeError(msg)
+        tile_shape = kwargs.get("tile_shape") or (size,)
+        grid_shape = kwargs.get("grid_shape") or tuple(1 for _ in tile_shape)
+        max_resident_bytes = kwargs.get("max_resident_bytes")
         classes = [
-            cv.plugins.host().carrier(c) if isinstance(c, str) else c for c in (primary, secondary)
+            cv.plugins.host().carrier(c) if isinstance(c, str) else c
+            for c in (kwargs.get("primary", "cpu"), kwargs.get("secondary", "file"))
         ]
         tiled = cls(
             classes[0].allocate(0, dtype),
@@ -249,7 +218,10 @@ class TiledEvictable(cv.DependentCarrier):
         )
         if tiled.size != size:
             tiled.release()
-            msg = f"allocate on TiledEvictable: grid_shape x tile_shape holds {tiled.size} slots, not {size}"
+            msg = (
+                f"allocate on TiledEvictable: grid_shape x tile_shape holds {tiled.size} slots, "
+                f"not {size}"
+            )
             raise ValueError(msg)
         return tiled
 
@@ -354,7 +326,10 @@ class TiledEvictable(cv.DependentCarrier):
             secondary = self._new_secondary(self._size, self._dt)
             if type(secondary) is not self._classes[1]:
                 secondary.release()
-                msg = f"{what} on TiledEvictable: the secondary allocator returned {type(secondary).__name__}"
+                msg = (
+                    f"{what} on TiledEvictable: the secondary allocator returned "
+                    f"{type(secondary).__name__}"
+                )
                 raise TypeError(msg)
             self._owned["secondary"] = secondary
         return secondary
@@ -369,178 +344,20 @@ class TiledEvictable(cv.DependentCarrier):
         if coord in self._implicit:
             value = np.array(self._implicit[coord], self._dt.numpy)
             return np.broadcast_to(value, self._grid.tile_shape)
-        msg = f"{what} on TiledEvictable: tile {coord} is invalid (its value was discarded); scatter or write it first"
+        msg = (
+            f"{what} on TiledEvictable: tile {coord} is invalid (its value was discarded); "
+            "scatter or write it first"
+        )
         raise RuntimeError(msg)
 
     def footprint(self, layout: cv.Layout, what: str) -> TileMap:
         """How a tensor with ``layout`` sees the tiles; ``ValueError`` if it breaks them."""
         return self._grid.footprint(layout, what)
 
-    # -- residency transitions -------------------------------------------------------------------
-
-    def _claim(self, what: str, tiles: object) -> TileSet:
-        """Check ``tiles`` and mark them busy (caller holds the lock)."""
-        found = self._grid.tile_set(what, tiles)  # type: ignore[arg-type]  # checked inside
-        self._check_alive(what)
-        busy = sorted(found.coords & self._busy)
-        if busy:
-            msg = (
-                f"{what} on TiledEvictable: tiles {busy} have a pending residency request or "
-                f"operation; wait for it first"
-            )
-            raise RuntimeError(msg)
-        self._busy.update(found.coords)
-        return found
-
-    def _checked_plan(self, plan: object, required: TileSet, what: str) -> ResidencyPlan:
-        """The policy's plan after checking it keeps correctness and the budget."""
-        if not isinstance(plan, ResidencyPlan):
-            msg = f"{what} on TiledEvictable: the residency policy returned {plan!r}, not a ResidencyPlan"
-            raise TypeError(msg)
-        resident = self._resident_set()
-        missing = required - resident - plan.promote
-        if len(plan.evict & required) or (len(missing) and what != "stream"):
-            msg = f"{what} on TiledEvictable: the residency policy's plan {plan!r} drops required tiles"
-            raise RuntimeError(msg)
-        return plan
-
-    def _promote(self, tiles: object) -> None:
-        with self._lock:
-            required = self._claim("promote", tiles)
-        try:
-            self._check_promote(required, "promote")
-            self._promote_claimed(required)
-        finally:
-            with self._lock:
-                self._busy.difference_update(required.coords)
-
-    def _check_promote(self, required: TileSet, what: str) -> None:
-        """Refuse, before any copy, a promotion that can never succeed."""
-        invalid = sorted(required.coords & self._invalid)
-        if invalid:
-            msg = f"{what} on TiledEvictable: tiles {invalid} are invalid (no value); scatter them first"
-            raise RuntimeError(msg)
-        if self._budget is not None and len(required) * self._tile_bytes > self._budget:
-            msg = (
-                f"{what} on TiledEvictable: {len(required)} tiles of {self._tile_bytes} bytes "
-                f"exceed max_resident_bytes={self._budget}; promote fewer tiles"
-            )
-            raise ValueError(msg)
-
-    def _promote_claimed(self, required: TileSet) -> None:
-        need = len(required - self._resident_set()) * self._tile_bytes
-        plan = self._checked_plan(self._policy.plan(required, "promote"), required, "promote")
-        self._make_room(plan.evict, need)
-        self._load(plan.promote)
-        self._policy.touched(required)
-
-    def _make_room(self, evict: TileSet, need: int) -> None:
-        """Evict the policy's choice, then anything else unbusy (oldest first) still in the way."""
-        if len(evict):
-            with self._lock:
-                evict = TileSet(evict.coords - self._busy)
-                self._busy.update(evict.coords)
-            try:
-                self._write_back(evict, "evict")
-            finally:
-                with self._lock:
-                    self._busy.difference_update(evict.coords)
-        if self._budget is not None and self._ledger.used + need > self._budget:
-            msg = (
-                f"promote on TiledEvictable: {need} more bytes do not fit under "
-                f"max_resident_bytes={self._budget} beside {self._ledger.used} resident bytes "
-                f"the policy kept; evict tiles first"
-            )
-            raise ValueError(msg)
-
-    def _load(self, tiles: TileSet) -> None:
-        """Copy ``tiles`` into fresh primaries; publish all of them or none."""
-        new: dict[Coord, cv.Carrier] = {}
-        taken = 0
-        try:
-            for done, coord in enumerate(tiles, 1):
-                self._ledger.take(self._tile_bytes, "promote")
-                taken += self._tile_bytes
-                if coord in self._implicit and self._implicit[coord] == 0:
-                    new[coord] = self._fresh_tile(None)  # allocate zero-fills
-                else:
-                    new[coord] = self._fresh_tile(self._values(coord, "promote"))
-                if active():
-                    report(done, len(tiles), "promote tiles")
-        except BaseException:
-            for tile in new.values():
-                tile.release()
-            self._ledger.give(taken)
-            raise
-        with self._lock:
-            self._resident.update(new)
-            for coord in new:
-                self._implicit.pop(coord, None)
-
-    def _evict(self, tiles: object) -> None:
-        with self._lock:
-            found = self._claim("evict", tiles)
-        try:
-            self._write_back(found, "evict")
-        finally:
-            with self._lock:
-                self._busy.difference_update(found.coords)
-
-    def _write_back(self, tiles: TileSet, what: str) -> None:
-        """Copy the dirty ones of ``tiles`` to the secondary, then drop every primary."""
-        resident = [c for c in tiles if c in self._resident]
-        dirty = [c for c in resident if c not in self._current]
-        if dirty:
-            with self._lock:
-                secondary = self._secondary_for(what)
-            for done, coord in enumerate(dirty, 1):
-                values = self._resident[coord].export_span(cv.Layout(self._grid.tile_shape))
-                secondary.import_span(self._grid.box(coord), values)
-                if active():
-                    report(done, len(dirty), "evict tiles")
-        with self._lock:
-            for coord in resident:
-                self._current.add(coord)
-                self._resident.pop(coord).release()
-                self._ledger.give(self._tile_bytes)
-
-    def _async(self, kind: str, tiles: object) -> AwaitResidency:
-        """Run a transition on a background thread; its tiles are busy until it finishes."""
-        with self._lock:
-            found = self._claim(f"{kind}_async", tiles)
-        if kind == "promote":
-            try:
-                self._check_promote(found, "promote_async")
-            except BaseException:
-                with self._lock:
-                    self._busy.difference_update(found.coords)
-                raise
-        handle = AwaitResidency(kind)
-
-        def run(tiles: TileSet) -> None:
-            if kind == "promote":
-                self._promote_claimed(tiles)
-            else:
-                self._write_back(tiles, "evict")
-
-        def work() -> None:
-            error: BaseException | None = None
-            try:
-                run(found)
-            except BaseException as exc:  # handed to wait()
-                error = exc
-            finally:
-                with self._lock:
-                    self._busy.difference_update(found.coords)
-                handle._finish(error)
-
-        threading.Thread(target=work, name=f"conveyor-tiled-{kind}", daemon=True).start()
-        return handle
-
     def discard(self, tiles: Iterable[Coord]) -> None:
         """Forget ``tiles``' values (they become invalid): their primaries are released."""
         with self._lock:
-            found = self._claim("discard", tiles)
+            found = claim(self, "discard", tiles)
             try:
                 for coord in found:
                     tile = self._resident.pop(coord, None)
@@ -596,31 +413,16 @@ class TiledEvictable(cv.DependentCarrier):
 
     def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
         """Writes into resident tiles only (they become dirty); promote the others first."""
-        slots = np.asarray(
-            layout.offset
-            + sum(
-                (np.arange(n) * s).reshape((-1,) + (1,) * (layout.ndim - k - 1))
-                for k, (n, s) in enumerate(zip(layout.shape, layout.strides, strict=True))
-            )
-        ).reshape(-1)
-        logical = np.unravel_index(slots, self._grid.shape)
-        tiles = np.stack(
-            [li // t for li, t in zip(logical, self._grid.tile_shape, strict=True)], -1
-        )
-        touched = {
-            tuple(int(i) for i in row)
-            for row in np.unique(tiles.reshape(-1, len(self._grid.shape)), axis=0)
-        }
+        touched = self._grid.split(layout)
         missing = sorted(c for c in touched if c not in self._resident)
         if missing:
-            msg = f"import_span on TiledEvictable: tiles {missing} are not resident; promote them before writing"
+            msg = (
+                f"import_span on TiledEvictable: tiles {missing} are not resident; promote them "
+                "before writing"
+            )
             raise RuntimeError(msg)
         flat = np.asarray(values).reshape(-1)
-        for coord in touched:
-            mask = np.all(tiles == np.array(coord), axis=-1)
-            inner = tuple(
-                li[mask] % t for li, t in zip(logical, self._grid.tile_shape, strict=True)
-            )
+        for coord, (mask, inner) in touched.items():
             tile = self._resident[coord]
             current = np.array(tile.export_span(cv.Layout(self._grid.tile_shape)))
             current[inner] = flat[mask]
@@ -644,7 +446,7 @@ class TiledEvictable(cv.DependentCarrier):
             if cap.operation in DIRECT_OPERATIONS
         )
 
-    def dispatch_op(self, operation_name: str) -> cv.Operation:  # type: ignore[override]  # instance only
+    def dispatch_op(self, operation_name: str) -> cv.Operation:
         """A fresh definition-backed operation for a direct name; other names need ``project``."""
         if isinstance(operation_name, str) and operation_name not in DIRECT_OPERATIONS:
             self._check_alive(operation_name)
@@ -655,7 +457,8 @@ class TiledEvictable(cv.DependentCarrier):
                 f"compute tensor"
             )
             raise NotImplementedError(msg)
-        return super().dispatch_op(operation_name)
+        op: cv.Operation = super().dispatch_op(operation_name)
+        return op
 
     def __repr__(self) -> str:
         primary, secondary = self._classes
@@ -668,37 +471,12 @@ class TiledEvictable(cv.DependentCarrier):
         )
 
 
-def _lower_saved(carrier: cv.Carrier, tensor: cv.Tensor) -> cv.Tensor:
-    """How the central VJP reads a saved tiled operand: as one dense compute tensor."""
-    from conveyor_storage._streaming import dense
-
-    return dense(tensor, "backward")
-
-
 def _register() -> None:
-    """Make TiledEvictable definition-backed (composite provider, residency facet), then close it."""
-    from conveyor_storage._streaming import prepare
+    """Make TiledEvictable definition-backed (streaming composite, residency facet), then close."""
+    from conveyor_storage._streaming import composite_provider
 
-    try:
-        from conveyor_generic import CPU, Generic  # public classes only
-    except ImportError:
-        compute: tuple[type[cv.Carrier], ...] = ()
-    else:
-        compute = (CPU, Generic)
-    plans = {
-        cap
-        for cls in compute
-        for cap in cv.declared_capabilities(cls)
-        if cap.operation in DIRECT_OPERATIONS
-    }
-    composite = cv.CompositeProvider(
-        capabilities=sorted(plans, key=repr),
-        result_carriers=compute,
-        prepare=prepare,
-        lower_saved=_lower_saved,
-    )
     definition = cv.CarrierDefinition(
-        storage=None, composite=composite, facets=(TiledResidencyFacet,)
+        storage=None, composite=composite_provider(DIRECT_OPERATIONS), facets=(TiledResidencyFacet,)
     )
     cv.register_carrier_definition(TiledEvictable, definition)
     cv.closed_carrier(TiledEvictable)
