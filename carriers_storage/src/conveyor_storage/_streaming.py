@@ -318,21 +318,24 @@ def _matmul(invocation: cv.ResolvedInvocation, chunk: int) -> cv.Tensor:
         for kk in range(gk):
             for j0 in range(0, gn, chunk):
                 js = range(j0, min(gn, j0 + chunk))
-                panel = [session.load(b, bmap, (kk, j)) for j in js]
+                loaded = [session.load(b, bmap, (kk, j)) for j in js]
                 try:
-                    right = [v.astype(accumulator.numpy, copy=False) for v, _ in panel]
+                    # One contiguous panel per chunk: one large GEMM per A tile, reused by all.
+                    panel = np.concatenate(
+                        [v.astype(accumulator.numpy, copy=False) for v, _ in loaded], axis=1
+                    )
+                    cols = slice(j0 * tn, j0 * tn + panel.shape[1])
                     jobs = [job((i, kk)) for i in range(gm)]
                     for ((i, _), values), release in _prefetched(jobs, True, "matmul"):
                         try:
                             left = values.astype(accumulator.numpy, copy=False)
-                            rows = slice(i * tm, (i + 1) * tm)
                             with np.errstate(all="ignore"):
-                                for j, r in zip(js, right, strict=True):
-                                    c[rows, j * tn : (j + 1) * tn] += left @ r
+                                c[i * tm : (i + 1) * tm, cols] += left @ panel
                         finally:
                             release()
+                    del panel
                 finally:
-                    for _, nbytes in panel:
+                    for _, nbytes in loaded:
                         session.give(b, nbytes)
                 steps += 1
                 if active():
