@@ -264,3 +264,37 @@ class TestGradientsFromCentralVjp:
         )
         cv.reduce_sum(cv.relu(a)).backward()
         assert a.carrier.peak_resident_bytes <= 3 * a.carrier.tile_bytes
+
+
+class TestBlockedGemmOrder:
+    def test_holds_the_panel_that_reads_fewer_bytes(self, primary: Any, secondary: Any) -> None:
+        """A wide B with a short A: the A column panel is held, B streams past it once."""
+        from conveyor_storage._streaming import _plan_gemm
+
+        a, av = build(
+            _values((4, 4), cv.float32),
+            (2, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            budget_tiles=3,
+        )
+        b, bv = build(
+            _values((4, 16), cv.float32),
+            (2, 2),
+            primary=primary,
+            secondary=secondary,
+            dtype=cv.float32,
+            budget_tiles=3,
+        )
+        assert _plan_gemm(a.carrier, b.carrier) == (False, 2)  # type: ignore[arg-type]
+        reads: list[int] = []
+        store = b.carrier.secondary
+        assert store is not None
+        original = store.export_span
+        store.export_span = lambda layout: reads.append(1) or original(layout)  # type: ignore[method-assign]
+        out = cv.matmul(a, b)
+        _close(out, cv.matmul(_generic(av, cv.float32), _generic(bv, cv.float32)), cv.float32)
+        assert len(reads) <= 16  # every B tile read at most once (resident ones not at all)
+        for t in (a, b):
+            assert t.carrier.peak_resident_bytes <= 4 * t.carrier.tile_bytes

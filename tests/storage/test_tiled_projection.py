@@ -178,7 +178,7 @@ class TestRefusalsBeforeWork:
             values, (2, 2), primary=primary, secondary=secondary, dtype=cv.float32, budget_tiles=1
         )
         with pytest.raises(
-            ValueError, match="holds no B tile beside two A tiles; raise the budget"
+            ValueError, match="holds no panel tile beside two streamed tiles; raise the budget"
         ):
             cv.matmul(a, a)
 

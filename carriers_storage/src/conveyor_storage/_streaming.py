@@ -109,10 +109,15 @@ class _Session:
             with carrier._lock:
                 carrier._busy.difference_update(TileSet(carrier._grid.coords()).coords)
 
-    def load(self, carrier: TiledEvictable, mapping: TileMap, coord: Coord) -> tuple[_Array, int]:
-        """Tile ``coord`` as the tensor sees it, and the transient bytes it holds."""
+    def load(
+        self, carrier: TiledEvictable, mapping: TileMap, coord: Coord, *, count: bool = False
+    ) -> tuple[_Array, int]:
+        """Tile ``coord`` as the tensor sees it, and the transient bytes it holds.
+
+        ``count`` charges a tile the caller copies even when it is resident or implicit.
+        """
         nbytes = 0
-        if coord not in carrier._resident and coord not in carrier._implicit:
+        if count or (coord not in carrier._resident and coord not in carrier._implicit):
             carrier._ledger.take(carrier.tile_bytes, self.name)
             nbytes = carrier.tile_bytes
         try:
@@ -282,17 +287,37 @@ def _reduce_sum(invocation: cv.ResolvedInvocation) -> cv.Tensor:
     return out
 
 
-def _panel(a: TiledEvictable, b: TiledEvictable, gn: int) -> int:
-    """How many B tiles of one row panel to hold at once (the rest of the budget streams A)."""
-    budget = b.max_resident_bytes
+def _held(a: TiledEvictable, b: TiledEvictable, holder: TiledEvictable, extent: int) -> int:
+    """How many tiles of one panel of ``holder`` fit beside the other operand's two streamed
+    tiles (its current one and the prefetched next one) under the budget plus work space."""
+    budget = holder.max_resident_bytes
     if budget is None:
-        return gn
-    if a is b:  # one budget: the panel plus A's current and prefetched tile
-        return max(0, min(gn, budget // b.tile_bytes - 1))
-    return max(0, min(gn, budget // b.tile_bytes + 1))
+        return extent
+    if a is b:  # one budget: the panel plus two streamed tiles
+        return max(0, min(extent, budget // holder.tile_bytes - 1))
+    return max(0, min(extent, budget // holder.tile_bytes + 1))
 
 
-def _matmul(invocation: cv.ResolvedInvocation, chunk: int) -> cv.Tensor:
+def _plan_gemm(a: TiledEvictable, b: TiledEvictable) -> tuple[bool, int]:
+    """``(hold_b, chunk)``: which operand's panels to keep, chosen for the fewest tile bytes read.
+
+    Holding chunks of a row panel of B reads B once and A once per chunk; holding chunks of a
+    column panel of A reads A once and B once per chunk.
+    """
+    (gm, gk), gn = a._grid.grid_shape, b._grid.grid_shape[1]
+    cb, ca = _held(a, b, b, gn), _held(a, b, a, gm)
+
+    def cost(chunk: int, held: int, held_bytes: int, streamed: int, streamed_bytes: int) -> float:
+        if chunk < 1:
+            return float("inf")
+        return gk * (held * held_bytes + -(-held // chunk) * streamed * streamed_bytes)
+
+    by_b = cost(cb, gn, b.tile_bytes, gm, a.tile_bytes)
+    by_a = cost(ca, gm, a.tile_bytes, gn, b.tile_bytes)
+    return (True, cb) if by_b <= by_a else (False, ca)
+
+
+def _matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.Tensor:
     plan = invocation.plan
     assert plan is not None  # matmul is dtype-planned
     x, y = invocation.operands
@@ -303,40 +328,57 @@ def _matmul(invocation: cv.ResolvedInvocation, chunk: int) -> cv.Tensor:
     gn, tn = b._grid.grid_shape[1], b._grid.tile_shape[1]
     c = np.zeros((x.shape[0], y.shape[1]), accumulator.numpy)
     session = _Session("matmul", [a, b])
-    held = {id(a): 2, id(b): chunk} if a is not b else {id(a): chunk + 2}
+    # (holder, its map, streamed operand, its map, panel extent, streamed extent)
+    held, hmap, streamed, smap = (b, bmap, a, amap) if hold_b else (a, amap, b, bmap)
+    extent, other = (gn, gm) if hold_b else (gm, gn)
+    counts = {id(streamed): 2, id(held): chunk} if a is not b else {id(a): chunk + 2}
+
+    def panel_tile(kk: int, p: int) -> Coord:
+        return (kk, p) if hold_b else (p, kk)
 
     def job(coord: Coord) -> Callable[[], Any]:
         def run() -> Any:
-            values, nbytes = session.load(a, amap, coord)
-            return (coord, values), lambda: session.give(a, nbytes)
+            values, nbytes = session.load(streamed, smap, coord)
+            return (coord, values), lambda: session.give(streamed, nbytes)
 
         return run
 
-    session.begin(held)
-    steps, total = 0, gk * -(-gn // max(chunk, 1)) if gn else 0
+    session.begin(counts)
+    steps, total = 0, gk * -(-extent // max(chunk, 1))
     try:
         for kk in range(gk):
-            for j0 in range(0, gn, chunk):
-                js = range(j0, min(gn, j0 + chunk))
-                loaded = [session.load(b, bmap, (kk, j)) for j in js]
+            for p0 in range(0, extent, chunk):
+                ps = range(p0, min(extent, p0 + chunk))
+                # The panel is one contiguous copy (one large GEMM per streamed tile): it counts
+                # as held tiles even where the source tile is resident.
+                taken = 0
                 try:
-                    # One contiguous panel per chunk: one large GEMM per A tile, reused by all.
-                    panel = np.concatenate(
-                        [v.astype(accumulator.numpy, copy=False) for v, _ in loaded], axis=1
-                    )
-                    cols = slice(j0 * tn, j0 * tn + panel.shape[1])
-                    jobs = [job((i, kk)) for i in range(gm)]
-                    for ((i, _), values), release in _prefetched(jobs, True, "matmul"):
+                    parts = []
+                    for q in ps:
+                        values, _ = session.load(held, hmap, panel_tile(kk, q), count=True)
+                        taken += held.tile_bytes
+                        parts.append(values.astype(accumulator.numpy, copy=False))
+                    panel = np.concatenate(parts, axis=1 if hold_b else 0)
+                    del parts
+                    span = tn if hold_b else tm
+                    block = slice(p0 * span, p0 * span + len(ps) * span)
+                    coords = [(q, kk) if hold_b else (kk, q) for q in range(other)]
+                    jobs = [job(coord) for coord in coords]
+                    for (coord, values), release in _prefetched(jobs, True, "matmul"):
                         try:
-                            left = values.astype(accumulator.numpy, copy=False)
+                            tile = values.astype(accumulator.numpy, copy=False)
                             with np.errstate(all="ignore"):
-                                c[i * tm : (i + 1) * tm, cols] += left @ panel
+                                if hold_b:
+                                    i = coord[0]
+                                    c[i * tm : (i + 1) * tm, block] += tile @ panel
+                                else:
+                                    j = coord[1]
+                                    c[block, j * tn : (j + 1) * tn] += panel @ tile
                         finally:
                             release()
                     del panel
                 finally:
-                    for _, nbytes in loaded:
-                        session.give(b, nbytes)
+                    session.give(held, taken)
                 steps += 1
                 if active():
                     report(steps, total, "matmul panels")
@@ -401,14 +443,15 @@ def prepare(
                 "direct matmul takes two 2-D tiled operands whose inner tile extents match; "
                 "project the tiles into compact tensors for other shapes"
             )
-        chunk = _panel(a, b, b._grid.grid_shape[1])
-        if chunk < 1 and b._grid.grid_shape[1]:
+        hold_b, chunk = _plan_gemm(a, b)
+        if chunk < 1 and a._grid.grid_shape[0] and b._grid.grid_shape[1]:
             msg = (
                 f"matmul on TiledEvictable: max_resident_bytes={b.max_resident_bytes} holds no "
-                f"B tile beside two A tiles; raise the budget"
+                f"panel tile beside two streamed tiles; raise the budget"
             )
             raise ValueError(msg)
-        return cv.PreparedComposite(lambda: cv.ProviderResult(_matmul(invocation, max(chunk, 1))))
+        chunk = max(chunk, 1)
+        return cv.PreparedComposite(lambda: cv.ProviderResult(_matmul(invocation, hold_b, chunk)))
     if name == "reduce_sum":
         _Session(name, [found[0][0]]).room({id(found[0][0]): 1}, "one tile")
         return cv.PreparedComposite(lambda: cv.ProviderResult(_reduce_sum(invocation)))
