@@ -215,7 +215,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sum-size", default="4G")
     parser.add_argument("--sum-budget", default="256M")
-    parser.add_argument("--matmul-n", type=int, nargs="+", default=[8192])
+    parser.add_argument("--matmul-n", type=int, nargs="*", default=[8192])  # none: skip
     parser.add_argument("--matmul-budget", default="512M")
     parser.add_argument("--matmul-tile", type=int, default=2048)
     parser.add_argument("--directory", default=None)
