@@ -140,6 +140,7 @@ from conveyor.policy import (
     resolve_plan,
 )
 from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
+from conveyor.progress import progress
 from conveyor.providers import (
     CarrierFacet,
     CompositeProvider,
@@ -291,6 +292,7 @@ __all__ = [
     "plugins",
     "pow",
     "profile",
+    "progress",
     "promote_types",
     "rearrange",
     "recip",

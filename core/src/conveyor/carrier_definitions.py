@@ -373,8 +373,9 @@ def _sealed(cls: type, definition: CarrierDefinition) -> _Sealed:
             _SEALED[cls] = found
             # Also declared, so class-level readers (the CLI) see the same set. When someone
             # queried the class first it is sealed empty there; operation_capabilities (and
-            # so the gate) reads this table instead.
-            with contextlib.suppress(ValueError):
+            # so the gate) reads this table instead. A DependentCarrier (TypeError) computes
+            # its set per instance, so it has no class-level declaration.
+            with contextlib.suppress(ValueError, TypeError):
                 register_operation_capabilities(cls, found.capabilities)
     return found
 
