@@ -53,6 +53,7 @@ __all__ = [
     "carrier_definition",
     "carrier_facet",
     "check_contributed_pack",
+    "check_contributed_pack_names",
     "definition_capabilities",
     "register_carrier_definition",
     "register_kernel_pack",
@@ -99,7 +100,7 @@ def _definition_names(definition: CarrierDefinition) -> list[str]:
     return names
 
 
-def check_contributed_pack(item: object, defined: Callable[[str], bool]) -> None:
+def check_contributed_pack_names(item: object, defined: Callable[[str], bool]) -> None:
     """Refuse what a plugin's ``conveyor_kernel_packs`` hook may not contribute.
 
     The plugin host calls it while loading the plugin, so the refusal marks that plugin broken
@@ -544,24 +545,19 @@ def carrier_facet(carrier: Carrier, facet: type[_F]) -> _F | None:
     return None
 
 
-def check_contributed_pack(item: object, earlier: Iterable[tuple[KernelPack, str]]) -> None:
+def check_contributed_pack(item: KernelPack, earlier: Iterable[tuple[KernelPack, str]]) -> None:
     """Refuse a plugin's kernel pack that would break its carrier class at first use.
 
-    The plugin host calls it while loading the plugin, so a bad pack marks that plugin broken
+    The plugin host calls it once every plugin has loaded (``check_contributed_pack_names``
+    already checked the record's kind and names), so a bad pack marks that plugin broken
     (named in the error) instead of failing the carrier for everyone. ``earlier`` holds the packs
     of plugins loaded before this one, each with how to name its plugin. A class already sealed
     ignores new packs, as ``register_kernel_pack`` documents, so nothing is checked for it.
 
     Raises:
-        TypeError: ``item`` is not a ``KernelPack``.
         ValueError: its class is not definition-backed, or a pattern is malformed or covers what
             the class, a registered pack or an earlier plugin's pack already covers.
     """
-    if not isinstance(item, KernelPack):
-        msg = (
-            f"contributed {item!r} ({type(item).__name__}); contribute conveyor.KernelPack records"
-        )
-        raise TypeError(msg)
     cls = item.carrier
     with _LOCK:
         definition = _DEFINITIONS.get(cls)

@@ -291,7 +291,7 @@ def _validate_items(
         for item in items:
             check_contributed_definition(item)  # raises inside the hook guard: plugin broken
     if hook == _PACKS_HOOK:
-        from conveyor.carrier_definitions import check_contributed_pack
+        from conveyor.carrier_definitions import check_contributed_pack_names
         from conveyor.definitions import operation_definition
 
         own = {getattr(d, "name", None) for d in contributed.get(_DEFINITIONS_HOOK, ())}
@@ -300,7 +300,7 @@ def _validate_items(
             return name in own or operation_definition(name) is not None
 
         for item in items:
-            check_contributed_pack(item, defined)  # raises inside the hook guard: plugin broken
+            check_contributed_pack_names(item, defined)  # raises inside the hook guard
     if hook == _OBSERVERS_HOOK:
         for item in items:
             if not callable(item):
