@@ -137,6 +137,7 @@ from conveyor.policy import (
     resolve_plan,
 )
 from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
+from conveyor.progress import progress
 from conveyor.providers import (
     CarrierFacet,
     CompositeProvider,
@@ -287,6 +288,7 @@ __all__ = [
     "plugins",
     "pow",
     "profile",
+    "progress",
     "promote_types",
     "rearrange",
     "recip",
