@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -107,11 +108,11 @@ def scheduler_gone(operation: str, address: str, detail: str) -> RuntimeError:
     return RuntimeError(msg)
 
 
-def _client(address: str) -> distributed.Client:
+def _client(address: str, timeout: float = 10.0) -> distributed.Client:
     import distributed
 
     try:
-        return distributed.Client(address, timeout="10s", set_as_default=False)
+        return distributed.Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise scheduler_gone("connect", address, str(exc) or type(exc).__name__) from exc
 
@@ -149,7 +150,7 @@ def active_session() -> _Session | None:
     return _current
 
 
-def connect(address: str) -> _Session:
+def connect(address: str, timeout: float = 10.0) -> _Session:
     """Use the scheduler at ``address`` from now on; an embedded cluster we started closes."""
     global _current
     if not isinstance(address, str) or not address.strip():
@@ -158,7 +159,7 @@ def connect(address: str) -> _Session:
             f"'tcp://127.0.0.1:8786', got {address!r}"
         )
         raise ValueError(msg)
-    fresh = _Session(_client(address), None, address)
+    fresh = _Session(_client(address, timeout), None, address)
     with _lock:
         old, _current = _current, fresh
     if old is not None:
@@ -227,6 +228,8 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
             done = distributed.wait(pending, timeout=_POLL_S, return_when="ALL_COMPLETED")
         except TimeoutError:
             continue
+        except CancelledError as exc:  # their data went with a worker (FuturesCancelledError)
+            raise lost(operation, found, type(exc).__name__) from exc
         except OSError as exc:
             raise scheduler_gone(operation, found.address, str(exc)) from exc
         pending = list(done.not_done)

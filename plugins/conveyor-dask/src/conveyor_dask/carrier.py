@@ -33,8 +33,10 @@ class DaskCarrier(cv.Carrier):
     """
 
     @staticmethod
-    def connect(address: str) -> None:
+    def connect(address: str, *, timeout: float = 10.0) -> None:
         """Compute on the scheduler at ``address`` (``tcp://host:port``) from now on.
+
+        ``timeout`` bounds, in seconds, how long the first connection may take.
 
         Tensors made before keep their old cluster's data only while that cluster lives; an
         embedded cluster Conveyor started is closed.
@@ -43,7 +45,7 @@ class DaskCarrier(cv.Carrier):
             ValueError: ``address`` is empty or not a string.
             RuntimeError: no scheduler answers at ``address``.
         """
-        _cluster.connect(address)
+        _cluster.connect(address, timeout)
 
     @staticmethod
     def close() -> None:
