@@ -191,3 +191,30 @@ class TestEmbeddedDefault:
         first, second = done.stdout.splitlines()[:2]
         assert first == "6.0"
         assert second.startswith("True tcp://127.0.0.1:")
+
+
+class TestProgress:
+    def test_long_computation_reports_through_cv_progress(self) -> None:
+        """Inside ``cv.progress`` a Dask operation reports (done, total) tasks, ending complete."""
+        heard: list[tuple[int, int, str]] = []
+        x = cv.move(cv.tensor(np.ones((512, 512))), DaskCarrier)
+        with cv.progress(lambda done, total, label: heard.append((done, total, label))):
+            total = F.reduce_sum(F.mul(x, x)).item()
+        assert total == 512 * 512
+        reduction = [(d, t) for d, t, label in heard if label == "reduce_sum on DaskCarrier"]
+        assert reduction, heard
+        done, last_total = reduction[-1]
+        assert done == last_total >= 1
+        assert all(d <= t for d, t, _ in heard)
+        assert heard[-1][2] == "export_span on DaskCarrier"  # item() reads, and reports too
+
+    def test_nobody_listening_starts_no_feed(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without an active ``cv.progress`` block no progress feed is opened."""
+        import distributed.diagnostics.progressbar as bars
+
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("a progress feed was opened")
+
+        monkeypatch.setattr(bars.ProgressBar, "__init__", refuse)
+        x = cv.tensor(np.ones(16), carrier="dask")
+        assert F.reduce_sum(x).item() == 16.0

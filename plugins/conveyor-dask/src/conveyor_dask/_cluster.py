@@ -15,7 +15,6 @@ import atexit
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Iterable
 from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, Final
@@ -221,12 +220,24 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
     """
     import distributed
 
+    from conveyor.progress import active
+
     pending = list(futures)
+    bridge = None
+    if active() and pending:
+        from conveyor_dask._progress import Bridge
+
+        bridge = Bridge(pending, found.client, f"{operation} on DaskCarrier")
     while pending:
         found.check(operation)
         try:
-            done = distributed.wait(pending, timeout=_POLL_S, return_when="ALL_COMPLETED")
+            # Listeners get a count about every 0.1 s; otherwise the wait only wakes to check
+            # that the scheduler is still there.
+            timeout = 0.1 if bridge is not None else _POLL_S
+            done = distributed.wait(pending, timeout=timeout, return_when="ALL_COMPLETED")
         except TimeoutError:
+            if bridge is not None:
+                bridge.tell()
             continue
         except CancelledError as exc:  # their data went with a worker (FuturesCancelledError)
             raise lost(operation, found, type(exc).__name__) from exc
@@ -238,8 +249,8 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
                 raise _task_error(operation, future, found)
             if future.status != "finished":  # cancelled or lost with its worker
                 raise lost(operation, found, f"task {future.key!r} was {future.status}")
-        if pending:
-            time.sleep(0)
+    if bridge is not None:
+        bridge.tell(finished=True)
 
 
 def lost(operation: str, found: _Session, detail: str) -> RuntimeError:
