@@ -275,3 +275,24 @@ def _task_error(operation: str, future: Any, found: _Session) -> BaseException:
         return error
     assert isinstance(exc, BaseException)
     return exc
+
+
+def describe(found: _Session) -> dict[str, str]:
+    """``conveyor doctor``'s lines for a session: scheduler, dashboard, workers."""
+    return {
+        "scheduler": found.address,
+        "dashboard": found.dashboard or "none (install bokeh for Dask's dashboard)",
+        "workers": str(len(found.workers)),
+    }
+
+
+def probe(address: str) -> dict[str, str]:
+    """``conveyor doctor``'s lines for a scheduler address, from a short-lived connection."""
+    try:
+        found = _Session(_client(address, timeout=3.0), None, address)
+    except RuntimeError as exc:
+        return {"scheduler": address, "state": f"unreachable ({exc.__cause__ or exc})"}
+    try:
+        return describe(found)
+    finally:
+        _close_quietly(found)
