@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-import numpy as np
+# Python puts this script's folder first on sys.path, where this file would shadow the dask
+# package it benchmarks against; drop that entry before anything imports dask.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
-import conveyor as cv
-from conveyor import functional as F
+import numpy as np  # noqa: E402  # after the sys.path fix
+
+import conveyor as cv  # noqa: E402
+from conveyor import functional as F  # noqa: E402
 
 N = 4096
 REPEATS = 5
@@ -74,7 +80,7 @@ def main() -> None:
             dashboard_address="127.0.0.1:0",
             memory_limit="4GiB",
         ) as cluster,
-        distributed.Client(cluster, set_as_default=False) as client,
+        distributed.Client(cluster) as client,  # the default client of plain dask calls
     ):
         DaskCarrier.connect(cluster.scheduler_address)
         rng = np.random.default_rng(0)
