@@ -19,6 +19,7 @@ output dtype are the plan's exactly; dask supplies the distribution:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -71,6 +72,16 @@ def _session(ctx: _Context) -> Any:
     return _handle(next(x for x in ctx.operands if type(x) is cv.Tensor)).session
 
 
+def _fresh(ctx: _Context) -> str:
+    """A unique graph name for a kernel's blocks.
+
+    Naming the layer skips dask's tokenizing of the per-call closure (a pickle and a hash per
+    call, most of a tiny operation's cost); uniqueness is right because every call publishes a
+    fresh result.
+    """
+    return f"{_name(ctx)}-{uuid.uuid4().hex}"
+
+
 def _meta(ndim: int, dtype: cv.DType) -> np.ndarray[Any, Any]:
     return np.empty((0,) * ndim, dtype.numpy)
 
@@ -86,7 +97,7 @@ def _publish(ctx: _Context, arrays: Sequence[da.Array]) -> cv.ProviderResult:
         out = ctx.allocate_result(index)
         handle = _handle(out)
         handle.base = array
-        handle.limit = _storage._limit(specs[index].shape, specs[index].dtype, session)
+        handle.limit = _storage.chunk_bytes(specs[index].shape, specs[index].dtype, session)
         outputs.append(out)
     return cv.ProviderResult(tuple(outputs))
 
@@ -126,14 +137,15 @@ def _whole(ctx: _Context) -> cv.ProviderResult:
     import dask.array as da
 
     specs = ctx.invocation.results
-    task = dask.delayed(_reference(ctx), pure=True, nout=len(specs) if len(specs) > 1 else None)
+    nout = len(specs) if len(specs) > 1 else None
+    task = dask.delayed(_reference(ctx), pure=False, nout=nout, name=_fresh(ctx))
     result = task(*_operands(ctx))
     parts = [result[i] for i in range(len(specs))] if len(specs) > 1 else [result]
     session = _session(ctx)
     arrays = []
     for part, spec in zip(parts, specs, strict=True):
         array = da.from_delayed(part, shape=spec.shape, dtype=spec.dtype.numpy)
-        limit = _storage._limit(spec.shape, spec.dtype, session)
+        limit = _storage.chunk_bytes(spec.shape, spec.dtype, session)
         arrays.append(array.rechunk(_storage.chunks_for(spec.shape, spec.dtype.numpy, limit)))
     return _publish(ctx, arrays)
 
@@ -160,7 +172,11 @@ def _elementwise(ctx: _Context) -> cv.ProviderResult:
         return run(*values)
 
     result = da.map_blocks(
-        block, *arrays, dtype=spec.dtype.numpy, meta=_meta(len(spec.shape), spec.dtype)
+        block,
+        *arrays,
+        dtype=spec.dtype.numpy,
+        meta=_meta(len(spec.shape), spec.dtype),
+        name=_fresh(ctx),
     )
     return _publish(ctx, [result])
 
@@ -177,7 +193,7 @@ def _converted(ctx: _Context, x: da.Array, index: int = 0) -> da.Array:
     def block(b: Any) -> Any:
         return convert(plan, [b if i == index else None for i in range(len(plan.operands))])[index]
 
-    return x.map_blocks(block, dtype=target.numpy, meta=_meta(x.ndim, target))
+    return x.map_blocks(block, dtype=target.numpy, meta=_meta(x.ndim, target), name=_fresh(ctx))
 
 
 _TREE: Final[dict[str, str]] = {
@@ -237,6 +253,7 @@ def _lanes(ctx: _Context) -> cv.ProviderResult:
                 drop_axis=[axis] if dropped else [],
                 dtype=spec.dtype.numpy,
                 meta=_meta(len(spec.shape), spec.dtype),
+                name=_fresh(ctx),
             )
         )
     return _publish(ctx, arrays)
@@ -283,6 +300,7 @@ def _conv_general(ctx: _Context) -> cv.ProviderResult:
         w_index,
         new_axes=new_axes,
         concatenate=True,
+        name=_fresh(ctx),
         dtype=spec.dtype.numpy,
         meta=_meta(len(spec.shape), spec.dtype),
     )

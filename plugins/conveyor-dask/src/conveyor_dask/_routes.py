@@ -10,6 +10,7 @@ a filesystem they share with this one.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,8 @@ __all__ = ["FromFile", "IntoDask", "OutOfDask", "WithinDask"]
 
 
 def _wrap(destination: type[cv.Carrier], base: Any, dtype: cv.DType, limit: int) -> cv.Tensor:
-    handle = _storage.DaskStorage().adopt(base, dtype, limit, _cluster.session())
+    size = math.prod(base.shape)
+    handle = _storage.Distributed(base, size, dtype, limit, _cluster.session())
     carrier = cv.adopt_storage(destination, handle, handle.size, dtype)
     return cv.Tensor(carrier, cv.Layout(tuple(base.shape)))
 
@@ -83,7 +85,7 @@ class FromFile(cv.TransferProvider):
             raise TypeError(msg)
         session = _cluster.session()
         layout, dtype = source.layout, source.dtype
-        limit = _storage._limit(layout.shape, dtype, session)
+        limit = _storage.chunk_bytes(layout.shape, dtype, session)
         chunks = _storage.chunks_for(layout.shape, dtype.numpy, limit)
         path = source.carrier.path  # type: ignore[attr-defined]  # FileBacked's public path
         spec = (layout.shape, layout.strides, layout.offset)

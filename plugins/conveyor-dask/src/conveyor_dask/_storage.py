@@ -23,7 +23,16 @@ from conveyor_dask import _cluster
 if TYPE_CHECKING:
     import dask.array as da
 
-__all__ = ["Distributed", "DaskStorage", "chunks_for", "logical", "persist", "scatter"]
+__all__ = [
+    "DaskStorage",
+    "Distributed",
+    "chunk_bytes",
+    "chunks_for",
+    "compute",
+    "logical",
+    "persist",
+    "scatter",
+]
 
 _Array = np.ndarray[Any, Any]
 # Storable dtypes: everything NumPy holds natively (bfloat16 comes from ml_dtypes, which the
@@ -35,16 +44,33 @@ class Distributed:
     """Storage handle: ``base`` (a persisted dask array), its dtype, and its chunk limit in bytes.
 
     Mutable on purpose: writes and kernel results replace ``base`` with a new persisted array.
+    A fresh allocation holds no array at all until something reads it (``base`` is then a lazy
+    ``dask.array.zeros``): kernel results replace it at once, so they never pay for the zeros.
     """
 
-    __slots__ = ("__weakref__", "base", "dtype", "limit", "session", "size")
+    __slots__ = ("__weakref__", "_base", "dtype", "limit", "session", "size")
 
-    def __init__(self, base: da.Array, size: int, dtype: cv.DType, limit: int, session: Any):
-        self.base = base
+    def __init__(
+        self, base: da.Array | None, size: int, dtype: cv.DType, limit: int, session: Any
+    ) -> None:
+        self._base = base
         self.size = size
         self.dtype = dtype
         self.limit = limit
         self.session: _cluster._Session = session
+
+    @property
+    def base(self) -> da.Array:
+        if self._base is None:
+            import dask.array as da
+
+            chunks = chunks_for((self.size,), self.dtype.numpy, self.limit)
+            self._base = da.zeros((self.size,), self.dtype.numpy, chunks=chunks)
+        return self._base
+
+    @base.setter
+    def base(self, value: da.Array) -> None:
+        self._base = value
 
     @property
     def chunks(self) -> tuple[int, ...]:
@@ -62,7 +88,8 @@ def chunks_for(shape: tuple[int, ...], dtype: Any, limit: int) -> tuple[tuple[in
     return found
 
 
-def _limit(shape: tuple[int, ...], dtype: cv.DType, session: Any) -> int:
+def chunk_bytes(shape: tuple[int, ...], dtype: cv.DType, session: Any) -> int:
+    """The chunk byte limit for an array of ``shape`` and ``dtype`` on ``session``'s cluster."""
     return _cluster.chunk_limit(math.prod(shape) * np.dtype(dtype.numpy).itemsize, session)
 
 
@@ -70,7 +97,7 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     """``values`` cut into chunks and sent straight to the workers, as one dask array."""
     import dask.array as da
 
-    limit = _limit(values.shape, dtype, session)
+    limit = chunk_bytes(values.shape, dtype, session)
     chunks = chunks_for(values.shape, dtype.numpy, limit)
     if values.size == 0:
         return da.zeros(values.shape, dtype.numpy, chunks=chunks), limit
@@ -203,19 +230,11 @@ class DaskStorage(cv.StorageProvider):
         return size * np.dtype(dtype.numpy).itemsize
 
     def allocate(self, size: int, dtype: cv.DType, **options: Any) -> Distributed:
-        import dask.array as da
-
         if options:
             msg = f"allocate on DaskCarrier: unexpected argument(s) {sorted(options)}"
             raise TypeError(msg)
         session = _cluster.session()
-        limit = _limit((size,), dtype, session)
-        # Zeros are a recipe, not data: nothing is computed until something reads them.
-        zeros = da.zeros((size,), dtype.numpy, chunks=chunks_for((size,), dtype.numpy, limit))
-        return Distributed(zeros, size, dtype, limit, session)
-
-    def adopt(self, base: da.Array, dtype: cv.DType, limit: int, session: Any) -> Distributed:
-        return Distributed(base, math.prod(base.shape), dtype, limit, session)
+        return Distributed(None, size, dtype, chunk_bytes((size,), dtype, session), session)
 
     def release(self, handle: Distributed) -> None:
         import dask.array as da
