@@ -1,13 +1,13 @@
 """DaskCarrier against NumPy in memory and plain dask.array on the same cluster, in one run.
 
 Run: ``.venv/bin/python benchmarks/dask.py``. A LocalCluster of two single-threaded worker
-processes on 127.0.0.1 serves both Conveyor and plain dask.array, which get the same data in
-the same chunks (plain dask.array runs over the very blocks Conveyor holds); every figure is the best
-of several repeats (interference on a shared machine only ever adds time), each repeat on a
-cluster that has forgotten the previous one's tasks. ``vs dask`` is Conveyor's time over plain dask.array's (the issue's goal:
-at most 1.1); ``vs numpy`` is Conveyor's time over NumPy's on one core in this process. The last
-part reduces a FileBacked tensor larger than one worker's memory limit on a second cluster whose
-workers have a small limit.
+processes on 127.0.0.1 serves both Conveyor and plain dask.array, which runs over the very
+blocks Conveyor holds (same data, chunks and workers). Every figure is the best of several
+repeats (interference on a shared machine only ever adds time), each on a cluster that has
+forgotten the previous repeat's tasks. ``vs dask`` is Conveyor's time over plain dask.array's
+(the issue's goal: at most 1.1); ``vs numpy`` is Conveyor's time over NumPy's in this process.
+The last part reduces a FileBacked tensor larger than one worker's memory limit on a second
+cluster whose workers have a small limit.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 # Python puts this script's folder first on sys.path, where this file would shadow the dask
 # package it benchmarks against; drop that entry before anything imports dask.
