@@ -26,10 +26,34 @@ from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, P
 if TYPE_CHECKING:
     from conveyor.carrier import Carrier
 
-__all__ = ["main"]
+__all__ = ["add_doctor_section", "main"]
 
 _FAILED: Final = (PluginState.BROKEN, PluginState.INCOMPATIBLE)
 _Command = Callable[[argparse.Namespace], int]
+_Section = Callable[[], Mapping[str, str]]
+# Extra lines plugins add to `conveyor doctor`, by section name, in registration order.
+_DOCTOR_SECTIONS: dict[str, _Section] = {}
+
+
+def add_doctor_section(name: str, section: _Section) -> None:
+    """Let a plugin add a section to ``conveyor doctor`` (e.g. an active cluster's dashboard).
+
+    ``section()`` returns ``{label: value}`` lines, or an empty mapping to print nothing; it is
+    called once per doctor run, after the plugins loaded, and must not raise.
+    """
+    _DOCTOR_SECTIONS[name] = section
+
+
+def _doctor_sections() -> dict[str, dict[str, str]]:
+    found = {}
+    for name, section in _DOCTOR_SECTIONS.items():
+        try:
+            lines = dict(section())
+        except Exception as exc:  # a plugin's report must not break the diagnosis
+            lines = {"error": f"{type(exc).__name__}: {exc}"}
+        if lines:
+            found[name] = lines
+    return found
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -383,6 +407,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         "operations": list(registered_operations()),
         "dtypes": [d.name for d in CONCRETE_DTYPES],
         "warnings": _warnings(host, records, carriers_error),
+        "sections": _doctor_sections(),
     }
     if args.json:
         _emit(report)
@@ -409,6 +434,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     print(f"\ncarriers: {listed or 'none'}")
     print(f"operations: {len(report['operations'])} registered: {', '.join(report['operations'])}")
     print(f"dtypes: {', '.join(report['dtypes'])}")
+    for name, lines in report["sections"].items():
+        print(f"{name}: " + ", ".join(f"{label} {value}" for label, value in lines.items()))
     if report["warnings"]:
         print("\nwarnings:")
         for warning in report["warnings"]:
