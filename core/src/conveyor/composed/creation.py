@@ -8,9 +8,8 @@ literal (an index ladder, a fill value) on the carrier of the tensor they work o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from conveyor import dtypes
 from conveyor.dtypes import DType
@@ -23,6 +22,9 @@ from conveyor.tensor import (
     full,
     tensor,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "asarray",
@@ -41,6 +43,8 @@ __all__ = [
 
 def constant(values: Any, dtype: DType, like: Tensor) -> Tensor:
     """``values`` as a ``dtype`` tensor on the carrier class of ``like``."""
+    import numpy as np
+
     array = np.asarray(values, dtype=dtype.numpy)
     return _from_array(array, dtype, type(like.carrier))
 
@@ -71,6 +75,8 @@ def linspace(
     Raises:
         ValueError: ``num`` is negative.
     """
+    import numpy as np
+
     if not isinstance(num, int) or num < 0:
         msg = f"linspace: num must be a non-negative int, got {num!r}"
         raise ValueError(msg)
@@ -89,12 +95,16 @@ def eye(
     carrier: Any = None,
 ) -> Tensor:
     """A 2-D tensor with ones on diagonal ``k`` and zeros elsewhere (``float32`` by default)."""
+    import numpy as np
+
     target = _check_dtype(dtype) if dtype is not None else dtypes.default_float
     values = np.eye(n_rows, n_cols, k, dtype=target.numpy)
     return _from_array(values, target, _resolve_carrier(carrier))
 
 
 def _triangle(x: Tensor, k: int, upper: bool) -> Tensor:
+    import numpy as np
+
     from conveyor import functional as F
 
     if x.ndim < 2:
@@ -146,6 +156,8 @@ def asarray(
         ValueError: ``copy=False`` but a copy is needed (another dtype or carrier, or data that
             is not already a tensor).
     """
+    import numpy as np
+
     target = _check_dtype(dtype) if dtype is not None else None
     if isinstance(obj, Tensor):
         same_dtype = target is None or target is obj.dtype
@@ -172,6 +184,8 @@ def asarray(
 
 def from_numpy(array: np.ndarray[Any, Any], carrier: Any = None) -> Tensor:
     """A copy of ``array`` on ``carrier`` keeping NumPy's dtype (``float64`` stays ``float64``)."""
+    import numpy as np
+
     if not isinstance(array, np.ndarray):
         msg = f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}"
         raise TypeError(msg)
@@ -180,6 +194,8 @@ def from_numpy(array: np.ndarray[Any, Any], carrier: Any = None) -> Tensor:
 
 def from_dlpack(x: Any, /, *, carrier: Any = None, copy: bool | None = None) -> Tensor:
     """A tensor from any DLPack producer with CPU-addressable memory (copied onto ``carrier``)."""
+    import numpy as np
+
     if copy is False:
         msg = "from_dlpack: copy=False is not supported; carriers own their storage"
         raise ValueError(msg)

@@ -8,20 +8,24 @@ differentiable through ``gather``; writes follow ``Tensor.__setitem__``'s in-pla
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from conveyor import dtypes
 from conveyor import functional as F
 from conveyor.composed.creation import constant
 from conveyor.tensor import Tensor, zeros
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = ["getitem", "is_advanced", "positions", "setitem"]
 
 
 def is_advanced(key: Any) -> bool:
     """Whether ``key`` needs gather (it holds a bool, a sequence, an ndarray or a tensor)."""
+    import numpy as np
+
     items = key if type(key) is tuple else (key,)
     return any(isinstance(k, bool | list | np.ndarray | Tensor | np.bool_) for k in items)
 
@@ -37,6 +41,8 @@ def positions(shape: tuple[int, ...], key: Any) -> np.ndarray[Any, Any]:
     Raises:
         IndexError: an index is out of range, or the key does not fit the shape.
     """
+    import numpy as np
+
     grid = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     try:
         return np.asarray(grid[_host_key(key)])

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from conveyor import dtypes
 from conveyor import functional as F
 from conveyor.composed.creation import constant
 from conveyor.tensor import Tensor, full, zeros
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "broadcast_arrays",
@@ -53,6 +55,8 @@ def _result_dtype(tensors: Sequence[Tensor]) -> dtypes.DType:
 
 def _ladder(start: int, count: int, axis: int, shape: tuple[int, ...], like: Tensor) -> Tensor:
     """``arange(start, start + count)`` laid along ``axis`` and broadcast to ``shape``."""
+    import numpy as np
+
     line = [1] * len(shape)
     line[axis] = count
     index = constant(np.arange(start, start + count).reshape(line), dtypes.int64, like)
@@ -200,6 +204,8 @@ def roll(
 
 def pad(x: Tensor, pad_width: Any, /, *, value: Any = 0) -> Tensor:
     """``x`` padded with ``value`` (NumPy's ``pad_width``: an int, a pair, or a pair per axis)."""
+    import numpy as np
+
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
     if (widths < 0).any():
         msg = f"pad: widths must be non-negative, got {pad_width!r}"
@@ -236,6 +242,8 @@ def tile(x: Tensor, repetitions: Sequence[int] | int, /) -> Tensor:
 
 def repeat(x: Tensor, repeats: Any, /, *, axis: int | None = None) -> Tensor:
     """Each element repeated ``repeats`` times along ``axis`` (``None``: flattened first)."""
+    import numpy as np
+
     if axis is None:
         x = F.reshape(x, shape=(x.size,))
         axis = 0
@@ -281,6 +289,8 @@ def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
 
 def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
     """``x`` gathered along ``axis`` at ``indices`` (other axes broadcast against each other)."""
+    import numpy as np
+
     axis = _axis(axis, x.ndim, "take_along_axis")
     if indices.ndim != x.ndim:
         msg = f"take_along_axis: indices need {x.ndim} axes, got shape {indices.shape}"
@@ -298,5 +308,7 @@ def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
 
 def broadcast_arrays(*tensors: Tensor) -> list[Tensor]:
     """Views of the tensors broadcast to their common shape."""
+    import numpy as np
+
     shape = np.broadcast_shapes(*(t.shape for t in tensors))
     return [F.broadcast_to(t, shape=shape) for t in tensors]

@@ -7,9 +7,8 @@ every value they return is still gathered on the carrier.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
 
 from conveyor import dtypes
 from conveyor import functional as F
@@ -17,6 +16,9 @@ from conveyor.composed.creation import constant
 from conveyor.composed.logic import truth
 from conveyor.composed.manipulation import concatenate
 from conveyor.tensor import Tensor, zeros
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "UniqueAllResult",
@@ -57,6 +59,8 @@ def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: b
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
     """One int64 tensor of positions per axis where ``x`` is non-zero (row-major order)."""
+    import numpy as np
+
     if x.ndim == 0:
         msg = "nonzero: 0-d tensors are not supported; use x[None]"
         raise ValueError(msg)
@@ -108,6 +112,8 @@ class UniqueInverseResult(NamedTuple):
 
 def unique_all(x: Tensor, /) -> UniqueAllResult:
     """Sorted distinct values, first positions, inverse indices and counts (NaNs each distinct)."""
+    import numpy as np
+
     flat = F.reshape(x, shape=(x.size,))
     if x.size == 0:
         empty = zeros((0,), dtypes.int64, type(x.carrier))

@@ -1,0 +1,108 @@
+"""The Array API ``linalg`` extension, as far as contractions reach.
+
+Products and norms are composed from ``matmul``, reductions and ``sqrt``. Decompositions and
+solvers (``cholesky``, ``qr``, ``svd``, ``eigh``, ``inv``, ``solve``, ``det``, ...) need
+operations no carrier plans yet, so they are left out rather than computed off the carrier.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from conveyor import composed as C
+from conveyor import functional as F
+from conveyor.tensor import Tensor
+
+__all__ = [
+    "cross",
+    "diagonal",
+    "matmul",
+    "matrix_norm",
+    "matrix_transpose",
+    "outer",
+    "tensordot",
+    "trace",
+    "vecdot",
+    "vector_norm",
+]
+
+matmul = F.matmul
+matrix_transpose = C.matrix_transpose
+outer = C.outer
+tensordot = C.tensordot
+vecdot = C.vecdot
+
+
+def diagonal(x: Tensor, /, *, offset: int = 0) -> Tensor:
+    """The diagonal ``offset`` of the last two axes (a strided view)."""
+    rows, cols = x.shape[-2:]
+    length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    start = (0, offset) if offset >= 0 else (-offset, 0)
+    strides = x.strides
+    layout_offset = x.layout.offset + start[0] * strides[-2] + start[1] * strides[-1]
+    if length == 0:
+        layout_offset = x.layout.offset
+    return F.as_strided(  # type: ignore[no-any-return]
+        x,
+        shape=(*x.shape[:-2], length),
+        strides=(*strides[:-2], strides[-2] + strides[-1]),
+        offset=layout_offset,
+    )
+
+
+def trace(x: Tensor, /, *, offset: int = 0, dtype: Any = None) -> Tensor:
+    """The sum of diagonal ``offset`` of the last two axes."""
+    total = F.reduce_sum(diagonal(x, offset=offset), axis=-1)
+    return total if dtype is None or total.dtype is dtype else total.astype(dtype)
+
+
+def vector_norm(
+    x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdims: bool = False, ord: float = 2
+) -> Tensor:
+    """The ``ord``-norm over ``axis`` (``inf``: the largest magnitude, ``0``: the count)."""
+    magnitude = F.abs(x)
+    if ord == math.inf:
+        return F.reduce_max(magnitude, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    if ord == -math.inf:
+        return F.reduce_min(magnitude, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    if ord == 0:
+        count = C.count_nonzero(magnitude, axis=axis, keepdims=keepdims)
+        return count.astype(magnitude.dtype)
+    powered = F.pow(magnitude, ord)
+    return F.pow(F.reduce_sum(powered, axis=axis, keepdims=keepdims), 1.0 / ord)  # type: ignore[no-any-return]
+
+
+def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: Any = "fro") -> Tensor:
+    """The Frobenius norm (``ord='fro'``) or the max column / row sum norms (``1``, ``inf``).
+
+    Raises:
+        ValueError: an ``ord`` that needs singular values (``2``, ``-2``, ``'nuc'``).
+    """
+    magnitude = F.abs(x)
+    if ord == "fro":
+        return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
+    if ord in (1, -1, math.inf, -math.inf):
+        sum_axis, pick_axis = (-2, -1) if ord in (1, -1) else (-1, -2)
+        sums = F.reduce_sum(magnitude, axis=sum_axis, keepdims=True)
+        pick = F.reduce_max if ord > 0 else F.reduce_min
+        result = pick(sums, axis=pick_axis, keepdims=True)
+        return result if keepdims else F.squeeze(result, axes=(-2, -1))  # type: ignore[no-any-return]
+    msg = f"matrix_norm: ord={ord!r} needs singular values, which no planned operation computes"
+    raise ValueError(msg)
+
+
+def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
+    """The cross product of 3-vectors along ``axis``."""
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        msg = f"cross: needs extent 3 along axis {axis}, got {x1.shape} and {x2.shape}"
+        raise ValueError(msg)
+    a = C.unstack(x1, axis=axis)
+    b = C.unstack(x2, axis=axis)
+    parts = [
+        F.sub(F.mul(a[1], b[2]), F.mul(a[2], b[1])),
+        F.sub(F.mul(a[2], b[0]), F.mul(a[0], b[2])),
+        F.sub(F.mul(a[0], b[1]), F.mul(a[1], b[0])),
+    ]
+    return C.stack(parts, axis=axis if axis >= 0 else len(parts[0].shape) + 1 + axis)
