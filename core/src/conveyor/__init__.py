@@ -4,7 +4,10 @@
 ``conveyor.plugins`` entry-point group on first need (a tensor naming a carrier, the CLI).
 """
 
-from conveyor import plugins
+# array_api, numpy_protocols and random also fill Tensor's table of composed operators and
+# protocols when loaded; none of them imports NumPy until first used.
+from conveyor import array_api, plugins, random
+from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
 from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from conveyor.capabilities import (
     CapabilitySet,
@@ -22,15 +25,6 @@ from conveyor.carrier_definitions import (
     register_carrier_definition,
     register_kernel_pack,
     storage_handle,
-)
-from conveyor.definitions import (
-    NON_DIFFERENTIABLE,
-    BoundCall,
-    OperationDefinition,
-    ResolvedInvocation,
-    ResultSpec,
-    define_operation,
-    operation_definition,
 )
 from conveyor.composed import (  # composed from dispatch names; all/any shadow builtins
     acos,
@@ -120,6 +114,15 @@ from conveyor.composed import (  # composed from dispatch names; all/any shadow 
     var,
     vecdot,
     where,
+)
+from conveyor.definitions import (
+    NON_DIFFERENTIABLE,
+    BoundCall,
+    OperationDefinition,
+    ResolvedInvocation,
+    ResultSpec,
+    define_operation,
+    operation_definition,
 )
 from conveyor.dtypes import (
     DType,
@@ -217,7 +220,6 @@ from conveyor.layout import Layout, broadcast_shapes
 from conveyor.move import MoveRoute, move, move_route, move_routes, register_move_route
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
-from conveyor.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
 from conveyor.plugins import hookimpl
 from conveyor.policy import (
     OperandPlan,
@@ -226,6 +228,7 @@ from conveyor.policy import (
     registered_operations,
     resolve_plan,
 )
+from conveyor.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
 from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
 from conveyor.providers import (
     CarrierFacet,
@@ -259,10 +262,6 @@ from conveyor.tensor import (
     zeros_like,
 )
 from conveyor.warnings import ConveyorWarning
-
-# Loaded for their side effect too: they fill Tensor's table of composed operators and
-# protocols. Neither imports NumPy until first used.
-from conveyor import array_api, numpy_protocols, random  # noqa: E402, I001
 
 __version__ = "0.1.0"
 

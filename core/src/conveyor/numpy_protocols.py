@@ -21,11 +21,11 @@ __all__ = ["handled_functions", "handled_ufuncs"]
 
 
 def _greater(a: Any, b: Any) -> Tensor:
-    return F.lt(b, a)  # type: ignore[no-any-return]
+    return F.lt(b, a)
 
 
 def _greater_equal(a: Any, b: Any) -> Tensor:
-    return F.le(b, a)  # type: ignore[no-any-return]
+    return F.le(b, a)
 
 
 @functools.cache
@@ -119,19 +119,19 @@ def array_ufunc(
 
 
 def _sum(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return F.reduce_sum(a, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.reduce_sum(a, axis=axis, keepdims=keepdims)
 
 
 def _prod(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return F.reduce_prod(a, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.reduce_prod(a, axis=axis, keepdims=keepdims)
 
 
 def _max(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return F.reduce_max(a, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.reduce_max(a, axis=axis, keepdims=keepdims)
 
 
 def _min(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return F.reduce_min(a, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.reduce_min(a, axis=axis, keepdims=keepdims)
 
 
 def _mean(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
@@ -155,15 +155,15 @@ def _all(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
 
 
 def _argmax(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return F.argmax(a, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.argmax(a, axis=axis, keepdims=keepdims)
 
 
 def _argmin(a: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return F.argmin(a, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.argmin(a, axis=axis, keepdims=keepdims)
 
 
 def _cumsum(a: Tensor, axis: Any = None) -> Tensor:
-    return F.cumsum(a, axis=axis)  # type: ignore[no-any-return]
+    return F.cumsum(a, axis=axis)
 
 
 def _sort(a: Tensor, axis: int = -1) -> Tensor:
@@ -227,7 +227,7 @@ def _pad(array: Tensor, pad_width: Any, mode: str = "constant", constant_values:
     return C.pad(array, pad_width, value=constant_values)
 
 
-def _tile(A: Tensor, reps: Any) -> Tensor:  # noqa: N803  # NumPy's parameter name
+def _tile(A: Tensor, reps: Any) -> Tensor:  # NumPy's parameter name
     return C.tile(A, reps)
 
 
@@ -253,16 +253,20 @@ def _dot(a: Tensor, b: Tensor) -> Any:
     return F.matmul(a, b)
 
 
-def _isclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+def _isclose(
+    a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+) -> Tensor:
     return C.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
-def _allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+def _allclose(
+    a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+) -> bool:
     return C.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 def _clip(a: Tensor, a_min: Any = None, a_max: Any = None) -> Tensor:
-    return F.clamp(a, a_min, a_max)  # type: ignore[no-any-return]
+    return F.clamp(a, a_min, a_max)
 
 
 def _round(a: Tensor, decimals: int = 0) -> Tensor:

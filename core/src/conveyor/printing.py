@@ -2,7 +2,7 @@
 
 The options are process-wide like NumPy's (``cv.set_printoptions``, ``cv.printoptions()``), but
 held here rather than in NumPy's own global state, so printing a tensor never changes how the
-user's ndarrays print. Values are read through the carrier's span export, so a 1000×1000 tensor
+user's ndarrays print. Values are read through the carrier's span export, so a 1000 x 1000 tensor
 prints its corners, not 5 MB.
 """
 
@@ -61,7 +61,7 @@ def set_printoptions(
         ValueError: a count is negative (``linewidth`` must be at least 1).
     """
     global _current
-    given = {
+    given: dict[str, Any] = {
         "threshold": threshold,
         "edgeitems": edgeitems,
         "linewidth": linewidth,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
-
 from conveyor import dtypes
 from conveyor.composed.manipulation import take
 from conveyor.dtypes import DType
@@ -57,7 +56,9 @@ class Generator:
             raise TypeError(msg)
         return target
 
-    def random(self, shape: _Shape = None, dtype: DType | None = None, carrier: Any = None) -> Tensor:
+    def random(
+        self, shape: _Shape = None, dtype: DType | None = None, carrier: Any = None
+    ) -> Tensor:
         """Uniform values in ``[0, 1)``."""
         target = self._float(dtype)
         return self._make(self._rng.random(_size(shape)), target, carrier)

@@ -795,9 +795,7 @@ class Tensor:
 
     def to(self, target: Any) -> Tensor:
         """A copy on another carrier (class or name) or in another dtype; ``self`` if no change."""
-        if isinstance(target, DType) or (
-            isinstance(target, str) and target in _DTYPE_NAMES
-        ):
+        if isinstance(target, DType) or (isinstance(target, str) and target in _DTYPE_NAMES):
             dtype = _check_dtype(target)
             return self if dtype is self._dtype else self.astype(dtype)
         cls = _resolve_carrier(target)

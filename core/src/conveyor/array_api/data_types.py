@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-
 from conveyor import dtypes
 from conveyor.dtypes import DType
 from conveyor.tensor import Tensor
 
 if TYPE_CHECKING:
-    import numpy as np
+    pass
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
@@ -44,8 +43,6 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
     return result
 
 
-
-
 # The standard's promotion table joins integers with integers and floats with floats or
 # complex; bool and the cross-kind pairs Conveyor promotes as NumPy does are outside it.
 _FAMILY = {
@@ -68,7 +65,7 @@ def can_cast(from_: DType | Tensor, to: DType, /) -> bool:
         return False
 
 
-class finfo_object(NamedTuple):  # noqa: N801  # the standard's name
+class finfo_object(NamedTuple):  # the standard's name
     bits: int
     eps: float
     max: float
@@ -77,14 +74,14 @@ class finfo_object(NamedTuple):  # noqa: N801  # the standard's name
     dtype: DType
 
 
-class iinfo_object(NamedTuple):  # noqa: N801  # the standard's name
+class iinfo_object(NamedTuple):  # the standard's name
     bits: int
     max: int
     min: int
     dtype: DType
 
 
-def finfo(type: DType | Tensor, /) -> finfo_object:  # noqa: A002  # the standard's name
+def finfo(type: DType | Tensor, /) -> finfo_object:  # the standard's name
     """Limits of a floating (or complex: of its real part) dtype."""
     import numpy as np
 
@@ -100,7 +97,7 @@ def finfo(type: DType | Tensor, /) -> finfo_object:  # noqa: A002  # the standar
     )
 
 
-def iinfo(type: DType | Tensor, /) -> iinfo_object:  # noqa: A002  # the standard's name
+def iinfo(type: DType | Tensor, /) -> iinfo_object:  # the standard's name
     """Limits of an integer dtype."""
     import numpy as np
 

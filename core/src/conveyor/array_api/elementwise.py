@@ -144,16 +144,16 @@ trunc = C.trunc
 
 
 def greater(x1: Any, x2: Any, /) -> Tensor:
-    return F.lt(x2, x1)  # type: ignore[no-any-return]
+    return F.lt(x2, x1)
 
 
 def greater_equal(x1: Any, x2: Any, /) -> Tensor:
-    return F.le(x2, x1)  # type: ignore[no-any-return]
+    return F.le(x2, x1)
 
 
-def round(x: Tensor, /) -> Tensor:  # noqa: A001  # the standard's name
+def round(x: Tensor, /) -> Tensor:  # the standard's name
     """Round half to even; integers are returned unchanged."""
-    return F.round(x)  # type: ignore[no-any-return]
+    return F.round(x)
 
 
 def sign(x: Tensor, /) -> Tensor:
@@ -161,12 +161,12 @@ def sign(x: Tensor, /) -> Tensor:
     if x.dtype.is_complex:
         magnitude = F.abs(x)
         safe = F.select(F.eq(magnitude, 0), 1.0, magnitude)
-        return F.select(F.eq(magnitude, 0), 0, F.div(x, safe))  # type: ignore[no-any-return]
-    return F.sign(x)  # type: ignore[no-any-return]
+        return F.select(F.eq(magnitude, 0), 0, F.div(x, safe))
+    return F.sign(x)
 
 
-def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002  # standard
+def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:  # standard
     """``x`` limited to ``[min, max]`` (absent bounds are not applied)."""
     if min is None and max is None:
         return x.copy()
-    return F.clamp(x, min, max)  # type: ignore[no-any-return]
+    return F.clamp(x, min, max)

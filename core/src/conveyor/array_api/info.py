@@ -78,6 +78,6 @@ class Info:
         return {d.name.rstrip("_"): d for d in _STANDARD if d.kind in wanted}
 
 
-def __array_namespace_info__() -> Info:  # noqa: N807  # the standard's name
+def __array_namespace_info__() -> Info:  # the standard's name
     """The inspection namespace (devices, default dtypes, capabilities)."""
     return Info()

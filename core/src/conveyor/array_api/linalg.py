@@ -44,7 +44,7 @@ def diagonal(x: Tensor, /, *, offset: int = 0) -> Tensor:
     layout_offset = x.layout.offset + start[0] * strides[-2] + start[1] * strides[-1]
     if length == 0:
         layout_offset = x.layout.offset
-    return F.as_strided(  # type: ignore[no-any-return]
+    return F.as_strided(
         x,
         shape=(*x.shape[:-2], length),
         strides=(*strides[:-2], strides[-2] + strides[-1]),
@@ -64,14 +64,14 @@ def vector_norm(
     """The ``ord``-norm over ``axis`` (``inf``: the largest magnitude, ``0``: the count)."""
     magnitude = F.abs(x)
     if ord == math.inf:
-        return F.reduce_max(magnitude, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+        return F.reduce_max(magnitude, axis=axis, keepdims=keepdims)
     if ord == -math.inf:
-        return F.reduce_min(magnitude, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+        return F.reduce_min(magnitude, axis=axis, keepdims=keepdims)
     if ord == 0:
         count = C.count_nonzero(magnitude, axis=axis, keepdims=keepdims)
         return count.astype(magnitude.dtype)
     powered = F.pow(magnitude, ord)
-    return F.pow(F.reduce_sum(powered, axis=axis, keepdims=keepdims), 1.0 / ord)  # type: ignore[no-any-return]
+    return F.pow(F.reduce_sum(powered, axis=axis, keepdims=keepdims), 1.0 / ord)
 
 
 def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: Any = "fro") -> Tensor:
@@ -88,7 +88,7 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: Any = "fro") -> Te
         sums = F.reduce_sum(magnitude, axis=sum_axis, keepdims=True)
         pick = F.reduce_max if ord > 0 else F.reduce_min
         result = pick(sums, axis=pick_axis, keepdims=True)
-        return result if keepdims else F.squeeze(result, axes=(-2, -1))  # type: ignore[no-any-return]
+        return result if keepdims else F.squeeze(result, axes=(-2, -1))
     msg = f"matrix_norm: ord={ord!r} needs singular values, which no planned operation computes"
     raise ValueError(msg)
 

@@ -33,7 +33,7 @@ unstack = C.unstack
 
 
 def broadcast_to(x: Tensor, /, shape: Sequence[int]) -> Tensor:
-    return F.broadcast_to(x, shape=tuple(shape))  # type: ignore[no-any-return]
+    return F.broadcast_to(x, shape=tuple(shape))
 
 
 def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
@@ -44,7 +44,7 @@ def expand_dims(x: Tensor, /, axis: int = 0) -> Tensor:
     if not -x.ndim - 1 <= axis <= x.ndim:
         msg = f"expand_dims: axis {axis} is out of range for {x.ndim} axes"
         raise IndexError(msg)
-    return F.unsqueeze(x, axes=axis)  # type: ignore[no-any-return]
+    return F.unsqueeze(x, axes=axis)
 
 
 def flip(x: Tensor, /, *, axis: int | Sequence[int] | None = None) -> Tensor:
@@ -52,7 +52,7 @@ def flip(x: Tensor, /, *, axis: int | Sequence[int] | None = None) -> Tensor:
 
 
 def permute_dims(x: Tensor, /, axes: Sequence[int]) -> Tensor:
-    return F.permute(x, axes=tuple(axes))  # type: ignore[no-any-return]
+    return F.permute(x, axes=tuple(axes))
 
 
 def repeat(x: Tensor, repeats: Any, /, *, axis: int | None = None) -> Tensor:
@@ -98,7 +98,7 @@ def squeeze(x: Tensor, /, axis: int | Sequence[int]) -> Tensor:
         if x.shape[a] != 1:
             msg = f"squeeze: axis {a} has extent {x.shape[a]}, not 1"
             raise ValueError(msg)
-    return F.squeeze(x, axes=axes)  # type: ignore[no-any-return]
+    return F.squeeze(x, axes=axes)
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:

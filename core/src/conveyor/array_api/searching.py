@@ -16,11 +16,11 @@ searchsorted = C.searchsorted
 
 
 def argmax(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    return F.argmax(x, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.argmax(x, axis=axis, keepdims=keepdims)
 
 
 def argmin(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    return F.argmin(x, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.argmin(x, axis=axis, keepdims=keepdims)
 
 
 def where(condition: Tensor, x1: Any, x2: Any, /) -> Tensor:

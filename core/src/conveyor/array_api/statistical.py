@@ -35,7 +35,7 @@ def _cast(result: Tensor, dtype: DType | None) -> Tensor:
     return result if dtype is None or result.dtype is dtype else result.astype(dtype)
 
 
-def sum(  # noqa: A001  # the standard's name
+def sum(  # the standard's name
     x: Tensor, /, *, axis: _Axis = None, dtype: DType | None = None, keepdims: bool = False
 ) -> Tensor:
     source = x if dtype is None or not (dtype.is_floating or dtype.is_complex) else x.astype(dtype)
@@ -49,12 +49,12 @@ def prod(
     return _cast(F.reduce_prod(source, axis=_axis(axis), keepdims=keepdims), dtype)
 
 
-def max(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return F.reduce_max(x, axis=_axis(axis), keepdims=keepdims)  # type: ignore[no-any-return]
+def max(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
+    return F.reduce_max(x, axis=_axis(axis), keepdims=keepdims)
 
 
-def min(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return F.reduce_min(x, axis=_axis(axis), keepdims=keepdims)  # type: ignore[no-any-return]
+def min(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
+    return F.reduce_min(x, axis=_axis(axis), keepdims=keepdims)
 
 
 def mean(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:

@@ -6,6 +6,6 @@ from conveyor import composed as C
 
 __all__ = ["all", "any", "diff"]
 
-all = C.all  # noqa: A001  # the standard's name
-any = C.any  # noqa: A001  # the standard's name
+all = C.all  # the standard's name
+any = C.any  # the standard's name
 diff = C.diff

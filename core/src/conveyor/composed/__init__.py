@@ -6,7 +6,6 @@ reads only what a data-dependent result shape needs, and differentiates through 
 it is made of. Importing this package also fills ``Tensor``'s table of composed operators.
 """
 
-from conveyor.tensor import _COMPOSED
 from conveyor.composed.bitwise import (
     bitwise_and,
     bitwise_invert,
@@ -96,6 +95,7 @@ from conveyor.composed.searching import (
     unique_values,
     where,
 )
+from conveyor.tensor import _COMPOSED
 
 __all__ = [
     "acos",

@@ -32,10 +32,7 @@ def _common(name: str, a: Any, b: Any) -> tuple[Tensor, Tensor, DType]:
     """Both operands as tensors of their result dtype (a Python int takes the tensor's dtype)."""
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     like = a if ta else b
-    if ta and tb:
-        dtype = dtypes.promote_types(a.dtype, b.dtype)
-    else:
-        dtype = like.dtype
+    dtype = dtypes.promote_types(a.dtype, b.dtype) if ta and tb else like.dtype
     if not (dtype.is_integer or dtype.is_bool):
         msg = (
             f"{name} on {type(like.carrier).__name__}: needs integer or bool operands, got "
@@ -110,9 +107,9 @@ def bitwise_xor(a: Any, b: Any, /) -> Tensor:
 def bitwise_invert(x: Tensor, /) -> Tensor:
     """Elementwise ``~x``: ``-1 - x`` in wrapping arithmetic (logical not for bool)."""
     if x.dtype.is_bool:
-        return F.logical_not(x)  # type: ignore[no-any-return]
+        return F.logical_not(x)
     _common("bitwise_invert", x, 0)
-    return F.sub(-1, x)  # type: ignore[no-any-return]
+    return F.sub(-1, x)
 
 
 def bitwise_left_shift(a: Any, b: Any, /) -> Tensor:
@@ -121,7 +118,7 @@ def bitwise_left_shift(a: Any, b: Any, /) -> Tensor:
     if dtype.is_bool:
         msg = "bitwise_left_shift: needs integer operands, got bool; cast with .astype() first"
         raise TypeError(msg)
-    return F.mul(x, F.pow(constant(2, dtype, x), y))  # type: ignore[no-any-return]
+    return F.mul(x, F.pow(constant(2, dtype, x), y))
 
 
 def bitwise_right_shift(a: Any, b: Any, /) -> Tensor:
@@ -144,4 +141,4 @@ def bitwise_right_shift(a: Any, b: Any, /) -> Tensor:
         acc = F.select(bit, F.add(acc, F.pow(two, F.sub(k, y))), acc)
     if negative is not None:
         acc = F.select(negative, F.sub(-1, acc), acc)
-    return acc  # type: ignore[no-any-return]
+    return acc

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from conveyor import functional as F
 from conveyor.tensor import Tensor
@@ -36,7 +35,11 @@ def _parse(subscripts: str, operands: Sequence[Tensor]) -> tuple[list[str], str]
     # Ellipsis becomes upper-case letters aligned from the right, as NumPy broadcasts them.
     spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in spec]
     width = max(
-        (t.ndim - len(s.replace("...", "")) for s, t in zip(inputs, operands, strict=True) if "..." in s),
+        (
+            t.ndim - len(s.replace("...", ""))
+            for s, t in zip(inputs, operands, strict=True)
+            if "..." in s
+        ),
         default=0,
     )
     fill = "".join(spare[:width])
@@ -73,7 +76,9 @@ def _sizes(operands: Sequence[Tensor], labels: Sequence[str]) -> dict[str, int]:
     return sizes
 
 
-def _pair(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str], sizes: dict[str, int]) -> tuple[Tensor, str]:
+def _pair(
+    a: Tensor, la: str, b: Tensor, lb: str, keep: set[str], sizes: dict[str, int]
+) -> tuple[Tensor, str]:
     batch = [c for c in la if c in lb and c in keep]
     inner = [c for c in la if c in lb and c not in keep]
     rows = [c for c in la if c not in lb]
@@ -81,11 +86,17 @@ def _pair(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str], sizes: dict[st
 
     def arrange(t: Tensor, labels: str, order: list[str]) -> Tensor:
         t = F.permute(t, axes=tuple(labels.index(c) for c in order))
-        return F.broadcast_to(t, shape=tuple(sizes[c] for c in order))  # type: ignore[no-any-return]
+        return F.broadcast_to(t, shape=tuple(sizes[c] for c in order))
 
-    size = lambda group: math.prod(sizes[c] for c in group)  # noqa: E731  # local shorthand
-    left = F.reshape(arrange(a, la, batch + rows + inner), shape=(size(batch), size(rows), size(inner)))
-    right = F.reshape(arrange(b, lb, batch + inner + cols), shape=(size(batch), size(inner), size(cols)))
+    def size(group: list[str]) -> int:
+        return math.prod(sizes[c] for c in group)
+
+    left = F.reshape(
+        arrange(a, la, batch + rows + inner), shape=(size(batch), size(rows), size(inner))
+    )
+    right = F.reshape(
+        arrange(b, lb, batch + inner + cols), shape=(size(batch), size(inner), size(cols))
+    )
     product = F.matmul(left, right)
     labels = batch + rows + cols
     return F.reshape(product, shape=tuple(sizes[c] for c in labels)), "".join(labels)
@@ -109,16 +120,20 @@ def einsum(subscripts: str, /, *operands: Tensor) -> Tensor:
         if i == len(tensors):
             break
         other, other_labels = _sum_out(tensors[i], labels[i], later | set(current_labels))
-        current, current_labels = _pair(current, current_labels, other, other_labels, set(output).union(*labels[i + 1 :]), sizes)
+        current, current_labels = _pair(
+            current, current_labels, other, other_labels, set(output).union(*labels[i + 1 :]), sizes
+        )
     missing = [c for c in output if c not in current_labels]
     if missing:
         msg = f"einsum: output subscripts {''.join(missing)!r} appear in no operand"
         raise ValueError(msg)
     current = F.permute(current, axes=tuple(current_labels.index(c) for c in output))
-    return F.broadcast_to(current, shape=tuple(sizes[c] for c in output))  # type: ignore[no-any-return]
+    return F.broadcast_to(current, shape=tuple(sizes[c] for c in output))
 
 
-def tensordot(a: Tensor, b: Tensor, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Tensor:
+def tensordot(
+    a: Tensor, b: Tensor, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2
+) -> Tensor:
     """Sum of products over the last ``axes`` axes of ``a`` and the first of ``b`` (or listed)."""
     if isinstance(axes, int):
         if axes < 0:
@@ -148,7 +163,7 @@ def outer(a: Tensor, b: Tensor, /) -> Tensor:
     if a.ndim != 1 or b.ndim != 1:
         msg = f"outer: needs two 1-D tensors, got shapes {a.shape} and {b.shape}"
         raise ValueError(msg)
-    return F.mul(F.reshape(a, shape=(a.size, 1)), F.reshape(b, shape=(1, b.size)))  # type: ignore[no-any-return]
+    return F.mul(F.reshape(a, shape=(a.size, 1)), F.reshape(b, shape=(1, b.size)))
 
 
 def vecdot(a: Tensor, b: Tensor, /, *, axis: int = -1) -> Tensor:
@@ -158,11 +173,9 @@ def vecdot(a: Tensor, b: Tensor, /, *, axis: int = -1) -> Tensor:
     if a.shape[axis] != b.shape[axis]:
         msg = f"vecdot: extents {a.shape[axis]} and {b.shape[axis]} differ along axis {axis}"
         raise ValueError(msg)
-    return F.reduce_sum(F.mul(conj(a), b), axis=axis)  # type: ignore[no-any-return]
+    return F.reduce_sum(F.mul(conj(a), b), axis=axis)
 
 
 def matrix_transpose(x: Tensor, /) -> Tensor:
     """The last two axes swapped."""
     return x.mT
-
-

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
 from conveyor import dtypes
 from conveyor.dtypes import DType
 from conveyor.tensor import (
@@ -83,7 +82,9 @@ def linspace(
     complex_input = isinstance(start, complex) or isinstance(stop, complex)
     default = dtypes.complex64 if complex_input else dtypes.default_float
     target = _check_dtype(dtype) if dtype is not None else default
-    values = np.linspace(start, stop, num, endpoint=endpoint, dtype=np.complex128 if complex_input else np.float64)
+    values = np.linspace(
+        start, stop, num, endpoint=endpoint, dtype=np.complex128 if complex_input else np.float64
+    )
     return _from_array(values.astype(target.numpy), target, _resolve_carrier(carrier))
 
 
@@ -111,9 +112,13 @@ def _triangle(x: Tensor, k: int, upper: bool) -> Tensor:
         msg = f"{'triu' if upper else 'tril'}: needs at least 2 axes, got shape {x.shape}"
         raise ValueError(msg)
     rows, cols = x.shape[-2:]
-    keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
+    keep = (
+        np.triu(np.ones((rows, cols), bool), k)
+        if upper
+        else np.tril(np.ones((rows, cols), bool), k)
+    )
     zero = 0 if not x.dtype.is_bool else False
-    return F.select(constant(keep, dtypes.bool_, x), x, zero)  # type: ignore[no-any-return]
+    return F.select(constant(keep, dtypes.bool_, x), x, zero)
 
 
 def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
@@ -171,9 +176,7 @@ def asarray(
         result = moved if target is None or target is moved.dtype else moved.astype(target)
         return result.clone() if result is obj else result
     if copy is False:
-        msg = (
-            f"asarray: copy=False, but {type(obj).__name__} data must be copied into a carrier"
-        )
+        msg = f"asarray: copy=False, but {type(obj).__name__} data must be copied into a carrier"
         raise ValueError(msg)
     if isinstance(obj, (list, tuple)) and any(isinstance(v, Tensor) for v in obj):
         obj = [v.numpy() if isinstance(v, Tensor) else v for v in obj]
@@ -189,7 +192,9 @@ def from_numpy(array: np.ndarray[Any, Any], carrier: Any = None) -> Tensor:
     if not isinstance(array, np.ndarray):
         msg = f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}"
         raise TypeError(msg)
-    return _from_array(np.ascontiguousarray(array), _infer_dtype(array, array), _resolve_carrier(carrier))
+    return _from_array(
+        np.ascontiguousarray(array), _infer_dtype(array, array), _resolve_carrier(carrier)
+    )
 
 
 def from_dlpack(x: Any, /, *, carrier: Any = None, copy: bool | None = None) -> Tensor:

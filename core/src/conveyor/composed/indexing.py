@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
 from conveyor import dtypes
 from conveyor import functional as F
 from conveyor.composed.creation import constant
@@ -58,7 +57,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         return zeros(chosen.shape, x.dtype, type(x.carrier))
     flat = F.reshape(x, shape=(x.size,))
     index = constant(chosen.reshape(-1), dtypes.int64, x)
-    return F.reshape(F.gather(flat, index, axis=0), shape=chosen.shape)  # type: ignore[no-any-return]
+    return F.reshape(F.gather(flat, index, axis=0), shape=chosen.shape)
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:

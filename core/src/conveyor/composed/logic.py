@@ -24,14 +24,14 @@ def truth(x: Any) -> Any:
 
 def logical_and(a: Any, b: Any, /) -> Tensor:
     """Elementwise ``a and b`` of the operands' truth values."""
-    return F.mul(truth(a), truth(b))  # type: ignore[no-any-return]
+    return F.mul(truth(a), truth(b))
 
 
 def logical_or(a: Any, b: Any, /) -> Tensor:
     """Elementwise ``a or b`` of the operands' truth values."""
-    return F.add(truth(a), truth(b))  # type: ignore[no-any-return]
+    return F.add(truth(a), truth(b))
 
 
 def logical_xor(a: Any, b: Any, /) -> Tensor:
     """Elementwise ``a != b`` of the operands' truth values."""
-    return F.ne(truth(a), truth(b))  # type: ignore[no-any-return]
+    return F.ne(truth(a), truth(b))

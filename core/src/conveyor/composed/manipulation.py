@@ -8,10 +8,10 @@ through their gradients.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
 
 from conveyor import dtypes
 from conveyor import functional as F
@@ -19,7 +19,7 @@ from conveyor.composed.creation import constant
 from conveyor.tensor import Tensor, full, zeros
 
 if TYPE_CHECKING:
-    import numpy as np
+    pass
 
 __all__ = [
     "broadcast_arrays",
@@ -60,7 +60,7 @@ def _ladder(start: int, count: int, axis: int, shape: tuple[int, ...], like: Ten
     line = [1] * len(shape)
     line[axis] = count
     index = constant(np.arange(start, start + count).reshape(line), dtypes.int64, like)
-    return F.broadcast_to(index, shape=shape)  # type: ignore[no-any-return]
+    return F.broadcast_to(index, shape=shape)
 
 
 def concatenate(tensors: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
@@ -119,9 +119,7 @@ def stack(tensors: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
     return concatenate([F.unsqueeze(t, axes=axis) for t in tensors], axis=axis)
 
 
-def split(
-    x: Tensor, indices_or_sections: int | Sequence[int], /, *, axis: int = 0
-) -> list[Tensor]:
+def split(x: Tensor, indices_or_sections: int | Sequence[int], /, *, axis: int = 0) -> list[Tensor]:
     """Views of ``x`` cut along ``axis``: ``n`` equal parts, or at the given indices (NumPy)."""
     axis = _axis(axis, x.ndim, "split")
     extent = x.shape[axis]
@@ -138,7 +136,7 @@ def split(
         cuts = list(indices_or_sections)
     bounds = [0, *cuts, extent]
     lead = (slice(None),) * axis
-    return [x[(*lead, slice(lo, max(lo, hi)))] for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    return [x[(*lead, slice(lo, max(lo, hi)))] for lo, hi in itertools.pairwise(bounds)]
 
 
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
@@ -150,7 +148,7 @@ def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 
 def expand_dims(x: Tensor, /, axis: int | Sequence[int] = 0) -> Tensor:
     """A view with unit axes inserted at ``axis`` (counted in the result)."""
-    return F.unsqueeze(x, axes=axis)  # type: ignore[no-any-return]
+    return F.unsqueeze(x, axes=axis)
 
 
 def moveaxis(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int], /) -> Tensor:
@@ -165,7 +163,7 @@ def moveaxis(x: Tensor, source: int | Sequence[int], destination: int | Sequence
     order = [a for a in range(x.ndim) if a not in src]
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
-    return F.permute(x, axes=tuple(order))  # type: ignore[no-any-return]
+    return F.permute(x, axes=tuple(order))
 
 
 def flip(x: Tensor, /, *, axis: int | Sequence[int] | None = None) -> Tensor:
@@ -182,7 +180,7 @@ def roll(
     """Elements shifted by ``shift`` along ``axis``, wrapping around (``None``: flattened)."""
     if axis is None:
         flat = F.reshape(x, shape=(x.size,))
-        return F.reshape(roll(flat, shift, axis=0), shape=x.shape)  # type: ignore[no-any-return]
+        return F.reshape(roll(flat, shift, axis=0), shape=x.shape)
     shifts = [shift] if isinstance(shift, int) else list(shift)
     axes = [axis] if isinstance(axis, int) else list(axis)
     if len(shifts) == 1:
@@ -237,7 +235,7 @@ def tile(x: Tensor, repetitions: Sequence[int] | int, /) -> Tensor:
     spread = [v for r, d in zip(reps, shape, strict=True) for v in (r, d)]
     base = F.reshape(x, shape=tuple(interleaved))
     wide = F.broadcast_to(base, shape=tuple(spread))
-    return F.reshape(wide, shape=tuple(r * d for r, d in zip(reps, shape, strict=True)))  # type: ignore[no-any-return]
+    return F.reshape(wide, shape=tuple(r * d for r, d in zip(reps, shape, strict=True)))
 
 
 def repeat(x: Tensor, repeats: Any, /, *, axis: int | None = None) -> Tensor:
@@ -260,11 +258,11 @@ def repeat(x: Tensor, repeats: Any, /, *, axis: int | None = None) -> Tensor:
     line = [1] * x.ndim
     line[axis] = positions.size
     index = F.broadcast_to(constant(positions.reshape(line), dtypes.int64, x), shape=tuple(shape))
-    return F.gather(x, index, axis=axis)  # type: ignore[no-any-return]
+    return F.gather(x, index, axis=axis)
 
 
 def _wrap_negative(index: Tensor, extent: int) -> Tensor:
-    return F.select(F.lt(index, 0), F.add(index, extent), index)  # type: ignore[no-any-return]
+    return F.select(F.lt(index, 0), F.add(index, extent), index)
 
 
 def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
@@ -284,7 +282,7 @@ def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
     line = [1] * x.ndim
     line[axis] = index.size
     index = _wrap_negative(F.reshape(index, shape=tuple(line)), x.shape[axis])
-    return F.gather(x, F.broadcast_to(index, shape=tuple(shape)), axis=axis)  # type: ignore[no-any-return]
+    return F.gather(x, F.broadcast_to(index, shape=tuple(shape)), axis=axis)
 
 
 def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
@@ -303,7 +301,7 @@ def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
     if math.prod(i_shape) == 0:
         return zeros(i_shape, x.dtype, type(x.carrier))
     index = _wrap_negative(F.broadcast_to(indices, shape=i_shape), x.shape[axis])
-    return F.gather(F.broadcast_to(x, shape=x_shape), index, axis=axis)  # type: ignore[no-any-return]
+    return F.gather(F.broadcast_to(x, shape=x_shape), index, axis=axis)
 
 
 def broadcast_arrays(*tensors: Tensor) -> list[Tensor]:

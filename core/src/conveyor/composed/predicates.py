@@ -26,14 +26,14 @@ def isnan(x: Tensor, /) -> Tensor:
     """Elementwise: is the value NaN (for complex: either part)."""
     if _exact(x):
         return full_like(x, False, dtypes.bool_)
-    return F.ne(x, x)  # type: ignore[no-any-return]
+    return F.ne(x, x)
 
 
 def isfinite(x: Tensor, /) -> Tensor:
     """Elementwise: is the value neither infinite nor NaN."""
     if _exact(x):
         return full_like(x, True, dtypes.bool_)
-    return F.eq(F.sub(x, x), 0)  # type: ignore[no-any-return]
+    return F.eq(F.sub(x, x), 0)
 
 
 def isinf(x: Tensor, /) -> Tensor:
@@ -53,7 +53,7 @@ def signbit(x: Tensor, /) -> Tensor:
         return full_like(x, False, dtypes.bool_)
     negative = F.lt(x, 0)
     if x.dtype.is_integer:
-        return negative  # type: ignore[no-any-return]
+        return negative
     return logical_or(negative, logical_and(F.eq(x, 0), F.lt(F.recip(x), 0)))
 
 
@@ -67,7 +67,7 @@ def isclose(
     if equal_nan:
         both_nan = logical_and(_nan_of(a), _nan_of(b))
         close = logical_or(close, both_nan)
-    return close  # type: ignore[no-any-return]
+    return close
 
 
 def _nan_of(v: Any) -> Any:

@@ -56,7 +56,7 @@ def mean(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
     if x.dtype.is_integer or x.dtype.is_bool:
         x = x.astype(dtypes.default_float)
     total = F.reduce_sum(x, axis=axis, keepdims=keepdims)
-    return F.div(total, _count(x, axis))  # type: ignore[no-any-return]
+    return F.div(total, _count(x, axis))
 
 
 def var(
@@ -72,31 +72,31 @@ def var(
     total = F.reduce_sum(square, axis=axis, keepdims=keepdims)
     dof = _count(x, axis) - correction
     if dof <= 0:
-        return F.mul(total, math.nan)  # type: ignore[no-any-return]
-    return F.div(total, dof)  # type: ignore[no-any-return]
+        return F.mul(total, math.nan)
+    return F.div(total, dof)
 
 
 def std(
     x: Tensor, /, *, axis: _Axis = None, correction: float = 0.0, keepdims: bool = False
 ) -> Tensor:
     """The standard deviation, ``sqrt(var)``."""
-    return F.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))  # type: ignore[no-any-return]
+    return F.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
 def count_nonzero(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
     """How many elements are non-zero over ``axis`` (int64)."""
-    return F.reduce_sum(truth(x), axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+    return F.reduce_sum(truth(x), axis=axis, keepdims=keepdims)
 
 
 def any(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
     """Whether any element over ``axis`` is non-zero (``False`` over an empty axis)."""
-    return F.lt(0, count_nonzero(x, axis=axis, keepdims=keepdims))  # type: ignore[no-any-return]
+    return F.lt(0, count_nonzero(x, axis=axis, keepdims=keepdims))
 
 
 def all(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
     """Whether every element over ``axis`` is non-zero (``True`` over an empty axis)."""
     zeros = F.reduce_sum(F.logical_not(x), axis=axis, keepdims=keepdims)
-    return F.eq(zeros, 0)  # type: ignore[no-any-return]
+    return F.eq(zeros, 0)
 
 
 def allclose(
@@ -109,19 +109,19 @@ def allclose(
 def _shift(x: Tensor, axis: _Axis) -> Tensor:
     """The detached maximum over ``axis`` (kept dims), with non-finite maxima replaced by 0."""
     high = F.reduce_max(x, axis=axis, keepdims=True).detach()
-    return F.select(isfinite(high), high, 0.0)  # type: ignore[no-any-return]
+    return F.select(isfinite(high), high, 0.0)
 
 
 def logsumexp(x: Tensor, /, *, axis: _Axis = None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis`` without overflow (``-inf`` over an empty axis)."""
     if x.size == 0:
-        return F.log(F.reduce_sum(F.exp(x), axis=axis, keepdims=keepdims))  # type: ignore[no-any-return]
+        return F.log(F.reduce_sum(F.exp(x), axis=axis, keepdims=keepdims))
     shift = _shift(x, axis)
     total = F.reduce_sum(F.exp(F.sub(x, shift)), axis=axis, keepdims=True)
     result = F.add(F.log(total), shift)
     if not keepdims:
         result = F.squeeze(result, axes=_axes(x, axis))
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 def softmax(x: Tensor, /, *, axis: int = -1) -> Tensor:
@@ -129,11 +129,11 @@ def softmax(x: Tensor, /, *, axis: int = -1) -> Tensor:
     if x.size == 0:
         return full_like(x, 0)
     e = F.exp(F.sub(x, _shift(x, axis)))
-    return F.div(e, F.reduce_sum(e, axis=axis, keepdims=True))  # type: ignore[no-any-return]
+    return F.div(e, F.reduce_sum(e, axis=axis, keepdims=True))
 
 
 def log_softmax(x: Tensor, /, *, axis: int = -1) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``."""
     if x.size == 0:
         return full_like(x, 0)
-    return F.sub(x, logsumexp(x, axis=axis, keepdims=True))  # type: ignore[no-any-return]
+    return F.sub(x, logsumexp(x, axis=axis, keepdims=True))

@@ -1,6 +1,6 @@
 """Composed scans: running sums and products, and finite differences along an axis.
 
-``cumulative_prod`` has no dispatch name; it is a Hillis–Steele scan, ``log2(n)`` rounds that
+``cumulative_prod`` has no dispatch name; it is a Hillis-Steele scan, ``log2(n)`` rounds that
 each multiply by the tensor shifted ``2**k`` places (padded with ones), so it stays exact for
 zeros and negative values and differentiates through ``mul``.
 """
@@ -99,5 +99,3 @@ def diff(
     for _ in range(n):
         out = F.sub(out[(*lead, slice(1, None))], out[(*lead, slice(None, -1))])
     return out
-
-

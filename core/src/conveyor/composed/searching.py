@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-
 from conveyor import dtypes
 from conveyor import functional as F
 from conveyor.composed.creation import constant
@@ -18,7 +17,7 @@ from conveyor.composed.manipulation import concatenate
 from conveyor.tensor import Tensor, zeros
 
 if TYPE_CHECKING:
-    import numpy as np
+    pass
 
 __all__ = [
     "UniqueAllResult",
@@ -38,7 +37,7 @@ __all__ = [
 
 def where(condition: Tensor, a: Any, b: Any, /) -> Tensor:
     """``a`` where ``condition`` holds, else ``b`` (broadcast); one-argument form: ``nonzero``."""
-    return F.select(truth(condition), a, b)  # type: ignore[no-any-return]
+    return F.select(truth(condition), a, b)
 
 
 def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
@@ -46,15 +45,17 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool
     if x.ndim == 0:
         return x.copy()
     values, _ = F.sort(x, axis=axis, descending=descending, stable=stable)
-    return values  # type: ignore[no-any-return]
+    return values
 
 
-def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+def argsort(
+    x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+) -> Tensor:
     """The int64 indices that sort ``x`` along ``axis`` (stable: ties keep their order)."""
     if x.ndim == 0:
         return zeros((), dtypes.int64, type(x.carrier))
     _, indices = F.sort(x, axis=axis, descending=descending, stable=stable)
-    return indices  # type: ignore[no-any-return]
+    return indices
 
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
@@ -90,7 +91,7 @@ def searchsorted(
     column = F.unsqueeze(values, axes=values.ndim)
     compare = F.lt if side == "left" else F.le
     below = compare(sorted_values, column)
-    return F.reduce_sum(below, axis=-1)  # type: ignore[no-any-return]
+    return F.reduce_sum(below, axis=-1)
 
 
 class UniqueAllResult(NamedTuple):
@@ -120,9 +121,7 @@ def unique_all(x: Tensor, /) -> UniqueAllResult:
         return UniqueAllResult(flat, empty, F.reshape(empty, shape=x.shape), empty)
     values, order = F.sort(flat, axis=0, stable=True)
     # A run starts where a value differs from its predecessor (NaN differs from everything).
-    starts = concatenate(
-        [constant([True], dtypes.bool_, x), F.ne(values[1:], values[:-1])], axis=0
-    )
+    starts = concatenate([constant([True], dtypes.bool_, x), F.ne(values[1:], values[:-1])], axis=0)
     start_positions = np.flatnonzero(starts.numpy())
     first = constant(start_positions, dtypes.int64, x)
     unique = F.gather(values, first, axis=0)
