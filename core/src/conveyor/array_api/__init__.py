@@ -103,6 +103,7 @@ from conveyor.array_api.info import __array_namespace_info__
 from conveyor.array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from conveyor.array_api.manipulation import (
     broadcast_arrays,
+    broadcast_shapes,
     broadcast_to,
     concat,
     expand_dims,
@@ -125,7 +126,7 @@ from conveyor.array_api.searching import (
     searchsorted,
     where,
 )
-from conveyor.array_api.sets import unique_all, unique_counts, unique_inverse, unique_values
+from conveyor.array_api.sets import isin, unique_all, unique_counts, unique_inverse, unique_values
 from conveyor.array_api.sorting import argsort, sort
 from conveyor.array_api.statistical import (
     cumulative_prod,
@@ -194,6 +195,7 @@ __all__ = [
     "bitwise_xor",
     "bool",
     "broadcast_arrays",
+    "broadcast_shapes",
     "broadcast_to",
     "can_cast",
     "ceil",
@@ -238,6 +240,7 @@ __all__ = [
     "int32",
     "int64",
     "isdtype",
+    "isin",
     "isfinite",
     "isinf",
     "isnan",

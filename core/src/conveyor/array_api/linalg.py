@@ -20,6 +20,7 @@ __all__ = [
     "diagonal",
     "matmul",
     "matrix_norm",
+    "matrix_power",
     "matrix_transpose",
     "outer",
     "tensordot",
@@ -106,3 +107,28 @@ def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
         F.sub(F.mul(a[0], b[1]), F.mul(a[1], b[0])),
     ]
     return C.stack(parts, axis=axis if axis >= 0 else len(parts[0].shape) + 1 + axis)
+
+
+def matrix_power(x: Tensor, n: int, /) -> Tensor:
+    """``x`` multiplied by itself ``n`` times (square matrices; ``n = 0`` gives the identity).
+
+    Raises:
+        ValueError: ``n`` is negative (that needs an inverse, which no planned operation gives).
+    """
+    if n < 0:
+        msg = f"matrix_power: n={n} needs a matrix inverse, which no planned operation computes"
+        raise ValueError(msg)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        msg = f"matrix_power: needs square matrices, got shape {x.shape}"
+        raise ValueError(msg)
+    result = F.broadcast_to(
+        C.eye(x.shape[-1], dtype=x.dtype, carrier=type(x.carrier)), shape=x.shape
+    )
+    base = x
+    while n:
+        if n & 1:
+            result = F.matmul(result, base)
+        n >>= 1
+        if n:
+            base = F.matmul(base, base)
+    return result if result is not x else x.copy()

@@ -7,10 +7,12 @@ from typing import Any
 
 from conveyor import composed as C
 from conveyor import functional as F
+from conveyor.layout import broadcast_shapes as broadcast_shapes_
 from conveyor.tensor import Tensor
 
 __all__ = [
     "broadcast_arrays",
+    "broadcast_shapes",
     "broadcast_to",
     "concat",
     "expand_dims",
@@ -27,6 +29,7 @@ __all__ = [
 ]
 
 broadcast_arrays = C.broadcast_arrays
+broadcast_shapes = broadcast_shapes_
 moveaxis = C.moveaxis
 tile = C.tile
 unstack = C.unstack
