@@ -77,7 +77,8 @@ def set_default_carrier(carrier: Any) -> None:
     """Make ``carrier`` (a registered name or a Carrier class) the constructors' default.
 
     Raises:
-        TypeError, LookupError: ``carrier`` names no installed carrier (nothing is changed).
+        TypeError, ValueError: ``carrier`` is not a carrier class or names no installed carrier
+            (nothing is changed).
     """
     global _default_carrier
     _resolve_carrier(carrier)
@@ -673,8 +674,9 @@ class Tensor:
         self._check_inplace("fill_")
         filled = full(self.shape, value, self._dtype, type(self._carrier))
         if self._grad_fn is not None and _grad_enabled():
-            # Recorded as ``self * 0 + value`` so earlier operations receive a zero gradient.
-            self._assign("fill_", _F.add(_F.mul(self, 0), filled), values=filled)
+            # Recorded as ``old * 0 + value`` (on a snapshot of the old values, which the write
+            # leaves intact) so earlier operations receive a zero gradient.
+            self._assign("fill_", _F.add(_F.mul(self._snapshot(), 0), filled), values=filled)
         else:
             self._assign("fill_", filled)
         return self
