@@ -197,7 +197,7 @@ class TestInterchange:
 
         assert t.dtype is cv.float64
         np.testing.assert_array_equal(t.numpy(), [0, 1, 2, 3])
-        with pytest.raises(TypeError, match="from_numpy: expected a numpy.ndarray, got list"):
+        with pytest.raises(TypeError, match=r"from_numpy: expected a numpy\.ndarray, got list"):
             cv.from_numpy([1.0])  # type: ignore[arg-type]  # the refusal under test
 
     def test_from_dlpack_round_trip(self, carrier: str) -> None:

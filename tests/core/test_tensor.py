@@ -267,7 +267,7 @@ class TestNumpyInterop:
 
     def test_bool_of_several_elements_raises(self) -> None:
         """Truth of a multi-element tensor is ambiguous, as in NumPy."""
-        with pytest.raises(ValueError, match="is ambiguous; use cv.any"):
+        with pytest.raises(ValueError, match=r"is ambiguous; use cv\.any"):
             bool(arr([1.0, 2.0]))
 
     def test_len_is_first_extent(self) -> None:
