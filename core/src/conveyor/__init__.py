@@ -7,6 +7,9 @@
 # array_api, numpy_protocols and random also fill Tensor's table of composed operators and
 # protocols when loaded; none of them imports NumPy until first used.
 from conveyor import array_api, plugins, random
+
+# Imported for its effect: it registers the built-in central definitions.
+from conveyor import central_definitions as _central_definitions  # noqa: F401
 from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
 from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from conveyor.capabilities import (
@@ -123,6 +126,7 @@ from conveyor.definitions import (
     ResultSpec,
     define_operation,
     operation_definition,
+    operation_definitions,
 )
 from conveyor.dtypes import (
     DType,
@@ -441,6 +445,7 @@ __all__ = [
     "ones",
     "ones_like",
     "operation_definition",
+    "operation_definitions",
     "outer",
     "pad",
     "permute",
