@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
+from conveyor import composed
 from tests.generic.gradcheck import GradientCase, check_gradient
 
 CARRIERS = ["cpu", "generic"]
@@ -388,3 +389,27 @@ def test_composed_gradients_match_finite_differences(
 ) -> None:
     """Gradients flow through every differentiable composed function."""
     check_gradient(carrier_class(carrier), case, function=function)
+
+
+NEW_PUBLIC_NAMES = sorted(
+    {
+        *composed.__all__,
+        "PrintOptions",
+        "array_api",
+        "default_carrier",
+        "get_default_carrier",
+        "get_printoptions",
+        "printoptions",
+        "random",
+        "set_default_carrier",
+        "set_printoptions",
+    }
+    - {"sort"}  # cv.sort stays the dispatch name (values and indices)
+)
+
+
+@pytest.mark.parametrize("name", NEW_PUBLIC_NAMES)
+def test_public_name_is_exported(name: str) -> None:
+    """Each everyday function, option and module is in conveyor.__all__ and importable."""
+    assert name in cv.__all__
+    assert getattr(cv, name) is not None
