@@ -540,6 +540,61 @@ def test_linear_algebra_agrees_with_array_api_strict(carrier: str) -> None:
 
 
 @pytest.mark.parametrize("carrier", CARRIERS)
+def test_elimination_linalg_agrees_with_array_api_strict(carrier: str) -> None:
+    """inv, solve, det, slogdet and cholesky (Gaussian elimination) match strict."""
+
+    @SETTINGS
+    @given(
+        values=hnp.arrays(
+            np.float64,
+            st.tuples(st.integers(1, 2), st.integers(1, 4)).map(lambda s: (s[0], s[1], s[1])),
+            elements=st.floats(-3, 3),
+        ),
+    )
+    def check(values: Any) -> None:
+        values = values + np.eye(values.shape[-1]) * 8  # well conditioned
+        a, s = ours(values, carrier), xps.asarray(values)
+        linalg, ref = xp.linalg, xps.linalg
+        assert_agrees(linalg.inv(a), ref.inv(s), rtol=1e-9, atol=1e-12)
+        assert_agrees(linalg.det(a), ref.det(s), rtol=1e-9)
+        got, want = linalg.slogdet(a), ref.slogdet(s)
+        assert_agrees(got.sign, want.sign)
+        assert_agrees(got.logabsdet, want.logabsdet, rtol=1e-9, atol=1e-12)
+        rhs = values[..., :1] * 2 - 1
+        assert_agrees(
+            linalg.solve(a, ours(rhs, carrier)),
+            ref.solve(s, xps.asarray(rhs)),
+            rtol=1e-9,
+            atol=1e-12,
+        )
+        spd = values @ np.swapaxes(values, -1, -2)
+        assert_agrees(
+            linalg.cholesky(ours(spd, carrier)),
+            ref.cholesky(xps.asarray(spd)),
+            rtol=1e-9,
+            atol=1e-12,
+        )
+        assert_agrees(
+            linalg.cholesky(ours(spd, carrier), upper=True),
+            ref.cholesky(xps.asarray(spd), upper=True),
+            rtol=1e-9,
+            atol=1e-12,
+        )
+
+    check()
+
+
+def test_elimination_refusals() -> None:
+    """Non-square and integer matrices are refused with the reason."""
+    with pytest.raises(
+        ValueError, match=r"inv: needs square matrices in the last two axes, got shape \(2, 3\)"
+    ):
+        xp.linalg.inv(xp.zeros((2, 3)))
+    with pytest.raises(TypeError, match="det: needs a floating dtype, got int64"):
+        xp.linalg.det(xp.asarray([[1, 2], [3, 4]]))
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
 def test_creation_functions_agree_with_array_api_strict(carrier: str) -> None:
     """arange, linspace, eye, full/zeros/ones(_like), tril/triu, meshgrid (explicit dtypes)."""
     f64, sf64 = xp.float64, xps.float64
@@ -691,6 +746,8 @@ class TestNamespace:
         missing = set(xps.__all__) - set(dir(xp)) - strict_only
 
         assert missing == {"fft", "nextafter"}
+        linalg_missing = set(xps.linalg.__all__) - set(dir(xp.linalg))
+        assert linalg_missing == {"eigh", "eigvalsh", "matrix_rank", "pinv", "qr", "svd", "svdvals"}
 
     def test_every_listed_name_exists(self) -> None:
         """Every name in conveyor.array_api.__all__ is an attribute, listed once, sorted."""

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from conveyor import dtypes
+from conveyor import dtypes, printing
 from conveyor.autograd import is_grad_enabled as _grad_enabled
 from conveyor.dtypes import DType
 from conveyor.layout import Layout
@@ -229,8 +229,6 @@ class Tensor:
 
     def __repr__(self) -> str:
         """NumPy-style text: summarised values, shape when empty, dtype, carrier, grad state."""
-        from conveyor import printing
-
         carrier = type(self._carrier).__name__
         extras = [f"dtype={self._dtype.name}", f"carrier={carrier}"]
         if self.size == 0:

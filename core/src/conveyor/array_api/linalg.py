@@ -1,8 +1,9 @@
-"""The Array API ``linalg`` extension, as far as contractions reach.
+"""The Array API ``linalg`` extension, as far as contractions and elimination reach.
 
-Products and norms are composed from ``matmul``, reductions and ``sqrt``. Decompositions and
-solvers (``cholesky``, ``qr``, ``svd``, ``eigh``, ``inv``, ``solve``, ``det``, ...) need
-operations no carrier plans yet, so they are left out rather than computed off the carrier.
+Products and norms are composed from ``matmul``, reductions and ``sqrt``; ``inv``, ``solve``,
+``det``, ``slogdet`` and ``cholesky`` from Gaussian elimination (``conveyor.composed``).
+Spectral functions (``qr``, ``svd``, ``svdvals``, ``eigh``, ``eigvalsh``, ``pinv``,
+``matrix_rank``) are left out rather than computed off the carrier.
 """
 
 from __future__ import annotations
@@ -16,20 +17,30 @@ from conveyor import functional as F
 from conveyor.tensor import Tensor
 
 __all__ = [
+    "cholesky",
     "cross",
+    "det",
     "diagonal",
+    "inv",
     "matmul",
     "matrix_norm",
     "matrix_power",
     "matrix_transpose",
     "outer",
+    "slogdet",
+    "solve",
     "tensordot",
     "trace",
     "vecdot",
     "vector_norm",
 ]
 
+cholesky = C.cholesky
+det = C.det
+inv = C.inv
 matmul = F.matmul
+slogdet = C.slogdet
+solve = C.solve
 matrix_transpose = C.matrix_transpose
 outer = C.outer
 tensordot = C.tensordot

@@ -52,6 +52,7 @@ from conveyor.composed.elementwise import (
     tan,
     trunc,
 )
+from conveyor.composed.elimination import SlogdetResult, cholesky, det, inv, slogdet, solve
 from conveyor.composed.indexing import getitem, is_advanced, setitem
 from conveyor.composed.logic import logical_and, logical_or, logical_xor
 from conveyor.composed.manipulation import (
@@ -98,6 +99,7 @@ from conveyor.composed.searching import (
 from conveyor.tensor import _COMPOSED
 
 __all__ = [
+    "SlogdetResult",
     "acos",
     "acosh",
     "all",
@@ -117,6 +119,7 @@ __all__ = [
     "bitwise_right_shift",
     "bitwise_xor",
     "broadcast_arrays",
+    "cholesky",
     "concatenate",
     "conj",
     "copysign",
@@ -124,6 +127,7 @@ __all__ = [
     "count_nonzero",
     "cumulative_prod",
     "cumulative_sum",
+    "det",
     "diff",
     "einsum",
     "empty_like",
@@ -137,6 +141,7 @@ __all__ = [
     "full_like",
     "hypot",
     "imag",
+    "inv",
     "isclose",
     "isfinite",
     "isinf",
@@ -164,7 +169,9 @@ __all__ = [
     "searchsorted",
     "signbit",
     "sinh",
+    "slogdet",
     "softmax",
+    "solve",
     "sort",
     "split",
     "square",
