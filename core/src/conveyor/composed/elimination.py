@@ -32,7 +32,7 @@ def _square(x: Tensor, what: str) -> int:
 def _rows(m: Tensor, index: Tensor) -> Tensor:
     """``m`` with its rows (axis -2) reordered by ``index`` of shape ``(..., n)``."""
     full = F.broadcast_to(F.unsqueeze(index, axes=index.ndim), shape=m.shape)
-    return F.gather(m, full, axis=m.ndim - 2)  # type: ignore[no-any-return]
+    return F.gather(m, full, axis=m.ndim - 2)
 
 
 def _eliminate(m: Tensor, n: int, *, pivoting: bool, upward: bool) -> tuple[Tensor, Tensor, Tensor]:
@@ -95,7 +95,7 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
     rhs = F.broadcast_to(rhs, shape=(*_batch(x1, rhs), n, rhs.shape[-1]))
     reduced, _, _ = _eliminate(concatenate([batch, rhs], axis=-1), n, pivoting=True, upward=True)
     result = reduced[..., :, n:]
-    return F.squeeze(result, axes=-1) if vector else result  # type: ignore[no-any-return]
+    return F.squeeze(result, axes=-1) if vector else result
 
 
 def _batch(a: Tensor, b: Tensor) -> tuple[int, ...]:
@@ -128,7 +128,7 @@ def det(x: Tensor, /) -> Tensor:
     if n == 0:
         return _ones(x)
     _, pivots, sign = _eliminate(x, n, pivoting=True, upward=False)
-    return F.mul(sign, F.reduce_prod(pivots, axis=-1))  # type: ignore[no-any-return]
+    return F.mul(sign, F.reduce_prod(pivots, axis=-1))
 
 
 def cholesky(x: Tensor, /, *, upper: bool = False) -> Tensor:
