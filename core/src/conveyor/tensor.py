@@ -54,6 +54,7 @@ _KIND_RANK = {
     "complex_floating": 3,
 }
 _DTYPE_NAMES = frozenset(d.name for d in dtypes.CONCRETE_DTYPES)
+_PLAIN_SCALARS = frozenset({bool, int, float, complex, type(None)})
 
 #: Operators and protocols composed above this layer, filled in by ``conveyor.composed`` and
 #: ``conveyor.numpy_protocols`` when ``conveyor`` is imported.
@@ -565,7 +566,12 @@ class Tensor:
     # sits below the composed functions and never imports them).
 
     def _operand(self, other: Any) -> Any:
-        """An ndarray or NumPy scalar operand copied onto this tensor's carrier class."""
+        """An ndarray or NumPy scalar operand copied onto this tensor's carrier class.
+
+        Tensors and Python scalars (the hot path of operator sugar) pass through untouched.
+        """
+        if type(other) is Tensor or type(other) in _PLAIN_SCALARS:
+            return other
         import numpy as np
 
         if isinstance(other, np.ndarray | np.generic) and not isinstance(other, float | int):

@@ -9,6 +9,7 @@ decompositions and solvers of ``linalg`` are not provided (see ``conveyor.array_
 """
 
 import math as _math
+import sys as _sys
 
 from conveyor.array_api import linalg
 from conveyor.array_api.creation import (
@@ -327,12 +328,10 @@ __all__ = [
 
 
 def _namespace(api_version: str | None) -> object:
-    import sys
-
     if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
         msg = f"__array_namespace__: api_version {api_version!r} is not supported; use '2024.12'"
         raise ValueError(msg)
-    return sys.modules[__name__]
+    return _sys.modules[__name__]
 
 
 _COMPOSED["array_namespace"] = _namespace
