@@ -4,8 +4,9 @@
 ``to_device``, ``device=`` accept a class or a registered name). Every function is a dispatch
 name under the standard's spelling or is composed from dispatch names in ``conveyor.composed``,
 so it runs on any carrier that plans what it needs and is refused with
-``UnsupportedOperationPlan`` naming the missing plan elsewhere. The ``fft`` extension and the
-decompositions and solvers of ``linalg`` are not provided (see ``conveyor.array_api.linalg``).
+``UnsupportedOperationPlan`` naming the missing plan elsewhere. The ``fft`` extension,
+``nextafter`` and the spectral functions of ``linalg`` are not provided (see
+``conveyor.array_api.linalg``).
 """
 
 import math as _math
