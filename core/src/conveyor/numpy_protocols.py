@@ -83,6 +83,7 @@ def handled_ufuncs() -> dict[Any, Callable[..., Any]]:
         np.minimum: F.minimum,
         np.multiply: F.mul,
         np.negative: F.neg,
+        np.nextafter: C.nextafter,
         np.not_equal: F.ne,
         np.positive: C.positive,
         np.power: F.pow,

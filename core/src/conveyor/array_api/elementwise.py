@@ -58,6 +58,7 @@ __all__ = [
     "minimum",
     "multiply",
     "negative",
+    "nextafter",
     "not_equal",
     "positive",
     "pow",
@@ -134,6 +135,7 @@ logaddexp = C.logaddexp
 logical_and = C.logical_and
 logical_or = C.logical_or
 logical_xor = C.logical_xor
+nextafter = C.nextafter
 positive = C.positive
 real = C.real
 signbit = C.signbit

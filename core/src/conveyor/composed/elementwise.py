@@ -15,7 +15,7 @@ from typing import Any
 from conveyor import dtypes
 from conveyor import functional as F
 from conveyor.composed.creation import constant, full_like
-from conveyor.composed.logic import logical_and
+from conveyor.composed.logic import logical_and, logical_or
 from conveyor.composed.predicates import isfinite, isnan
 from conveyor.tensor import Tensor
 
@@ -37,6 +37,7 @@ __all__ = [
     "log1p",
     "log10",
     "logaddexp",
+    "nextafter",
     "positive",
     "real",
     "sinh",
@@ -301,3 +302,50 @@ def conj(x: Tensor, /) -> Tensor:
     if not x.dtype.is_complex:
         return x
     return F.sub(F.mul(real(x).astype(x.dtype), 2), x)
+
+
+def _float_bits(dtype: dtypes.DType) -> tuple[int, int]:
+    """(significand precision, minimum normal exponent) of a floating dtype."""
+    return (24, -126) if dtype.bits == 32 else (53, -1022)
+
+
+def nextafter(x: Tensor, y: Any, /) -> Tensor:
+    """The next representable value after ``x`` toward ``y`` (``y`` when they are equal).
+
+    The spacing at ``x`` is ``2**(e - p + 1)`` with ``e = floor(log2|x|)`` (corrected where
+    ``log2`` rounds up to the next integer), clamped at the subnormal spacing; a step toward zero
+    from an exact power of two takes half of it. NaN in either operand gives NaN.
+    """
+    from conveyor.composed.predicates import isinf
+
+    if not x.dtype.is_floating or x.dtype.bits not in (32, 64):
+        msg = (
+            f"nextafter on {type(x.carrier).__name__}: needs float32 or float64, got {x.dtype.name}"
+        )
+        raise TypeError(msg)
+    target = y if isinstance(y, Tensor) else constant(y, x.dtype, x)
+    precision, emin = _float_bits(x.dtype)
+    magnitude = F.abs(x)
+    safe = F.select(logical_and(isfinite(magnitude), F.lt(0, magnitude)), magnitude, 1.0)
+    exponent = F.floor(F.log2(safe))
+    exponent = F.select(F.lt(safe, F.exp2(exponent)), F.sub(exponent, 1), exponent)
+    exponent = F.maximum(exponent, float(emin))
+    spacing = F.exp2(F.sub(exponent, precision - 1))
+    power_of_two = logical_and(F.eq(F.exp2(exponent), safe), F.lt(float(emin), exponent))
+    up = F.lt(x, target)
+    away = F.eq(up, F.lt(0, x))  # moving away from zero grows the magnitude
+    step = F.select(logical_and(power_of_two, F.logical_not(away)), F.mul(spacing, 0.5), spacing)
+    moved = F.select(up, F.add(x, step), F.sub(x, step))
+    tiny = constant(2.0 ** (emin - precision + 1), x.dtype, x)
+    moved = F.select(F.eq(x, 0), F.select(up, tiny, F.neg(tiny)), moved)
+    largest = constant(_largest(x.dtype), x.dtype, x)
+    from_inf = F.select(F.lt(0, x), largest, F.neg(largest))
+    moved = F.select(isinf(x), from_inf, moved)
+    moved = F.select(F.eq(x, target), target, moved)
+    return F.select(logical_or(isnan(x), isnan(target)), math.nan, moved)
+
+
+def _largest(dtype: dtypes.DType) -> float:
+    import numpy as np
+
+    return float(np.finfo(dtype.numpy).max)
