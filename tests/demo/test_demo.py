@@ -115,4 +115,5 @@ def test_json_flag_prints_only_the_summary(tmp_path: Path) -> None:
     )
     summary = json.loads(done.stdout)
     assert summary["quick"] is True
+    assert summary["problems"] == []  # and so the status was 0 (check=True)
     assert (tmp_path / "summary.json").exists()
