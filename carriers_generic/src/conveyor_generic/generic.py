@@ -67,6 +67,7 @@ _OPERATIONS: dict[str, type[cv.Operation]] = {
     **{name: GenericOperation for name in KERNELS},
     **VIEW_OPERATIONS,
 }
+Generic._dispatch_classes = _OPERATIONS  # the hook returns _OPERATIONS[name]() (see Carrier)
 
 # Generic executes every plan the policy can resolve: each kernel handles every dtype its
 # name accepts (half precision through float32 / float64, complex through complex128).

@@ -28,6 +28,8 @@ __all__ = [
     "ALIGN",
     "PARALLEL_MIN",
     "POOL_MIN_BYTES",
+    "QUIET_SWITCH",
+    "QUIET_VALUE",
     "THREADS",
     "Array",
     "chunked",
@@ -168,7 +170,21 @@ def _quiet_context() -> Any:
     return _extobj_contextvar, _make_extobj(all="ignore")
 
 
-_QUIET = _quiet_context()
+class _ErrstateSwitch:
+    """``np.errstate`` behind a context variable's ``set`` / ``reset`` (another NumPy layout)."""
+
+    def set(self, value: object) -> Any:
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+
+    def reset(self, token: Any) -> None:
+        token.__exit__(None, None, None)
+
+
+# QUIET_SWITCH.set(QUIET_VALUE) enters quiet mode and returns a token for QUIET_SWITCH.reset:
+# NumPy's own context variable (C calls only, for hot paths), else the errstate fallback.
+QUIET_SWITCH, QUIET_VALUE = _quiet_context() or (_ErrstateSwitch(), None)
 
 
 class _Quiet:
@@ -193,19 +209,12 @@ def quiet() -> _Quiet:
 
 def quiet_on() -> Any:
     """Enter quiet mode without a context manager (hot paths); pass the token to quiet_off."""
-    if _QUIET is None:
-        state = np.errstate(all="ignore")
-        state.__enter__()
-        return state
-    return _QUIET[0].set(_QUIET[1])
+    return QUIET_SWITCH.set(QUIET_VALUE)
 
 
 def quiet_off(token: Any) -> None:
     """Leave the quiet mode ``quiet_on`` entered."""
-    if _QUIET is None:
-        token.__exit__(None, None, None)
-    else:
-        _QUIET[0].reset(token)
+    QUIET_SWITCH.reset(token)
 
 
 def scratch(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Array:
