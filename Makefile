@@ -14,11 +14,11 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DISTS))
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# compat editable mode puts src/ on sys.path through a .pth file, which mypy can follow.
 	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat \
-		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test]'
+		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test,demo]'
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/conveyor doctor
+	$(BIN)/conveyor demo
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -16,6 +16,7 @@ import platform
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from conveyor import plugins
@@ -328,6 +329,22 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return _exit_status(host, records)
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from conveyor.demo import DemoOptions, run_demo
+
+    options = DemoOptions(
+        quick=args.quick,
+        size=args.size << 20,
+        budget=args.budget << 20,
+        output=Path(args.output),
+        json=args.json,
+    )
+    summary = run_demo(options)
+    if args.json:
+        _emit(summary)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="conveyor", description="Inspect Conveyor's plugins and carriers."
@@ -337,6 +354,7 @@ def _parser() -> argparse.ArgumentParser:
         ("plugins", "list discovered plugins and their states", _cmd_plugins),
         ("carriers", "list loaded carriers and what they support", _cmd_carriers),
         ("doctor", "versions, plugin states, and warnings with fixes", _cmd_doctor),
+        ("demo", "the whole framework at work: train, out of core, evict, siblings", _cmd_demo),
     )
     for name, summary, command in specs:
         sub = commands.add_parser(name, help=summary, description=summary)
@@ -346,6 +364,11 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--matrix", action="store_true", help="operation x carrier table of plan counts"
             )
+        if name == "demo":
+            sub.add_argument("--quick", action="store_true", help="a seconds-long version")
+            sub.add_argument("--size", type=int, default=1024, help="MiB of out-of-core data")
+            sub.add_argument("--budget", type=int, default=128, help="MiB the tiles may occupy")
+            sub.add_argument("--output", default="conveyor-demo", help="report folder")
     return parser
 
 
