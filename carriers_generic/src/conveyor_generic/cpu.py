@@ -26,9 +26,9 @@ from typing import Any, ClassVar, Final
 import numpy as np
 
 import conveyor as cv
+from conveyor.capabilities import policy_capabilities
 from conveyor.dtypes import from_numpy
 from conveyor.gradients import vjp
-from conveyor.policy import enumerate_plans
 from conveyor.tensor import Tensor
 from conveyor_generic._storage import ArrayStorage, strided_view
 from conveyor_generic._views import VIEW_OPERATIONS
@@ -331,6 +331,4 @@ CPU._dispatch_classes = _OPERATIONS  # the hook returns _OPERATIONS[name]() (see
 
 # CPU executes every plan the policy can resolve (half precision and complex64 through their
 # wide work dtypes), so it declares all of them.
-cv.register_operation_capabilities(
-    CPU, [cv.OperationCapability.from_plan(plan) for plan in enumerate_plans()]
-)
+cv.register_operation_capabilities(CPU, policy_capabilities())

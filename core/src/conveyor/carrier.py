@@ -241,7 +241,8 @@ class Carrier:
 
     def operation_capabilities(self) -> CapabilitySet:
         """The exact plans this carrier executes (its class's sealed declaration)."""
-        return _DECLARED.get(type(self)) or declared_capabilities(type(self))
+        found = _DECLARED.get(type(self))  # not `or`: truth would count a rule-declared set
+        return found if found is not None else declared_capabilities(type(self))
 
     def supports_operation_plan(self, plan: OperationPlan) -> bool:
         return self.operation_capabilities().supports(plan)
