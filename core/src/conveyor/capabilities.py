@@ -6,9 +6,9 @@ subclasses inherit nothing (the set is keyed by exact class). A set may be decla
 (``CapabilitySet.by_rule``, or ``policy_capabilities`` for "every plan the policy resolves"):
 the exact records of a name are materialised the first time that name is queried, so a carrier
 that executes thousands of plans costs nothing at import and only what it is asked about. A
-``DependentCarrier`` computes its set per instance from the carriers it composes. Every query is a dict hit: the first lookup of a
-plan object is memoised on that object, and ``resolve_plan`` returns the same object for the same
-signature, so the hot path never compares plans field by field twice.
+``DependentCarrier`` computes its set per instance from the carriers it composes. Every query
+is a dict hit: the first lookup of a plan object is memoised on that object, and
+``resolve_plan`` returns the same object for the same signature, so the hot path never compares plans field by field twice.
 """
 
 from __future__ import annotations
