@@ -8,7 +8,8 @@ the exact records of a name are materialised the first time that name is queried
 that executes thousands of plans costs nothing at import and only what it is asked about. A
 ``DependentCarrier`` computes its set per instance from the carriers it composes. Every query
 is a dict hit: the first lookup of a plan object is memoised on that object, and
-``resolve_plan`` returns the same object for the same signature, so the hot path never compares plans field by field twice.
+``resolve_plan`` returns the same object for the same signature, so the hot path never
+compares plans field by field twice.
 """
 
 from __future__ import annotations
