@@ -204,13 +204,8 @@ def _publish(values: _Array, dtype: cv.DType) -> Tensor:
     if flat.nbytes >= rt.POOL_MIN_BYTES:
         # Large buffers go back to the runtime pool when the carrier dies (a finalizer rather
         # than __del__, which would tax the deallocation of every tiny result).
-        weakref.finalize(carrier, _recycle, [flat]).atexit = False
+        weakref.finalize(carrier, rt.recycle_when_dead, flat).atexit = False
     return _wrap(carrier, layout, dtype)
-
-
-def _recycle(box: list[_Array]) -> None:
-    flat = box.pop()  # the finalizer's box no longer holds it: this is the only reference
-    rt.recycle(flat)
 
 
 _new = object.__new__

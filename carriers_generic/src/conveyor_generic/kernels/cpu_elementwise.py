@@ -70,6 +70,10 @@ _UNARY: Final[dict[str, np.ufunc]] = {
     "relu": np.maximum,  # maximum(x, 0): keeps NaN and the integer dtype
 }
 _INTEGRAL: Final = frozenset({"floor", "ceil", "round"})  # identity on bool and integers
+# Unary names as cheap as a copy: they split across cores only as late as binary arithmetic.
+_MEMORY_BOUND_UNARY: Final = frozenset(
+    {"neg", "abs", "sign", "floor", "ceil", "round", "logical_not", "relu"}
+)
 
 _WIDE: Final = {
     np.dtype(np.float16): np.dtype(np.float64),
@@ -224,7 +228,7 @@ def _binary(name: str) -> Callable[..., Array]:
         out = rt.empty(shape, out_dtype, size)
         if name == "pow" and plan.compute.is_integer and _negative(y):
             return _integer_pow(plan, x, y, out)
-        if size >= rt.PARALLEL_MIN:
+        if size >= rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
             rt.chunked(call, out, (x, y))
         else:
             call(out, x, y)
@@ -254,6 +258,7 @@ def _unary(name: str) -> Callable[..., Array]:
     # per plan; keyed by identity like the binary kernels' (a plan's hash is a Python call).
     calls: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any]]] = {}
     binary = name in ("softplus", "relu", "recip")
+    scale = rt.MEMORY_BOUND_SCALE if name in _MEMORY_BOUND_UNARY else 1
 
     def prepare(plan: cv.OperationPlan) -> tuple[cv.OperationPlan, Any, Any, Any]:
         work = work_dtype(plan.compute)
@@ -277,7 +282,7 @@ def _unary(name: str) -> Callable[..., Array]:
             np.copyto(out, a, casting="unsafe")
             return out
         x = a if work == compute or a.dtype == compute else a.astype(compute)
-        if a.size >= rt.PARALLEL_MIN:
+        if a.size >= rt.PARALLEL_MIN * scale:
             rt.chunked(call, out, (x,))
         else:
             call(out, x)
@@ -387,7 +392,7 @@ def select(plan: cv.OperationPlan, options: Any, condition: Any, a: Any, b: Any)
     y = y if y.dtype == out_dtype else y.astype(out_dtype)
     shape, size = _shape_of(plan, cond, x, y)
     out = rt.empty(shape, out_dtype, size)
-    if size >= rt.PARALLEL_MIN:
+    if size >= rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
         rt.chunked(_blend, out, (cond, x, y))
     else:
         _blend(out, cond, x, y)
@@ -417,7 +422,7 @@ def clamp(plan: cv.OperationPlan, options: Any, x: Any, lo: Any, hi: Any) -> Arr
         elif low is None:
             np.copyto(target, value, casting="unsafe")
 
-    if size >= rt.PARALLEL_MIN:
+    if size >= rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
         rt.chunked(fill, out, operands)
     else:
         fill(out, *operands)
