@@ -126,3 +126,41 @@ class TestBoundCallsKeepTheContract:
             out = g + g
         assert out.carrier.__class__ is Generic
         assert out.tolist() == [2.0 * x for x in range(8)]
+
+
+# A repeated view: Tensor.reshape, the public function, the options' validation (five calls
+# for a shape), the view operation's _forward and _view, and Tensor._wrap.
+REPEATED_RESHAPE_PYTHON_CALLS = 10
+
+
+class TestCheapViews:
+    def test_a_repeated_view_makes_at_most_the_budgeted_python_calls(self) -> None:
+        a, _ = tiny()
+        for _ in range(3):
+            a.reshape(2, 4)
+        calls = python_calls(lambda: a.reshape(2, 4))
+        assert len(calls) <= REPEATED_RESHAPE_PYTHON_CALLS, calls
+        assert "view_layout" not in calls
+
+    def test_a_repeated_view_shares_one_memoised_layout(self) -> None:
+        a, _ = tiny()
+        first, second = a.reshape(2, 4), a.reshape(2, 4)
+        assert first.layout is second.layout
+        assert first.layout == cv.Layout((2, 4))
+        assert first.carrier is a.carrier
+
+    def test_memoised_layouts_are_per_input_layout(self) -> None:
+        a, _ = tiny()
+        t = a.reshape(2, 4).permute(1, 0)
+        u = cv.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), carrier=CPU)
+        assert t.reshape(8).tolist() == np.arange(8).reshape(2, 4).T.reshape(8).tolist()
+        assert u.reshape(8).tolist() == list(range(8))
+        assert t.permute(1, 0).layout == cv.Layout((2, 4))
+
+    def test_algebra_layouts_equal_validated_ones(self) -> None:
+        layout = cv.Layout((2, 3, 4))
+        assert layout.permute((2, 0, 1)) == cv.Layout((4, 2, 3), (1, 12, 4))
+        assert layout.unsqueeze(1) == cv.Layout((2, 1, 3, 4), (12, 0, 4, 1))
+        assert layout.broadcast_to((5, 2, 3, 4)) == cv.Layout((5, 2, 3, 4), (0, 12, 4, 1))
+        assert layout.reshape((6, 4)) == cv.Layout((6, 4))
+        assert layout.permute((1, 0, 2)).reshape((12, 2)) is None

@@ -198,6 +198,12 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
                 signature = (a.__class__, b._dtype, carrier.__class__)
             else:
                 carrier = _carrier_of(name, operands)  # raises: no tensor operand
+        elif n == 1:
+            (a,) = operands
+            if a.__class__ is not Tensor:
+                _carrier_of(name, operands)  # raises: no tensor operand
+            carrier = a._carrier
+            signature = (a._dtype, carrier.__class__)
         else:
             carrier = _carrier_of(name, operands)
             signature = (
