@@ -4,6 +4,8 @@
 ``conveyor.plugins`` entry-point group on first need (a tensor naming a carrier, the CLI).
 """
 
+# Imported for its effect: it registers the built-in central definitions.
+from conveyor import central_definitions as _central_definitions  # noqa: F401
 from conveyor import plugins
 from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from conveyor.capabilities import (
@@ -31,6 +33,7 @@ from conveyor.definitions import (
     ResultSpec,
     define_operation,
     operation_definition,
+    operation_definitions,
 )
 from conveyor.dtypes import (
     DType,
@@ -283,6 +286,7 @@ __all__ = [
     "ones",
     "ones_like",
     "operation_definition",
+    "operation_definitions",
     "permute",
     "plugins",
     "pow",
