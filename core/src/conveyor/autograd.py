@@ -65,6 +65,19 @@ def _grad_mode(mode: bool) -> Iterator[None]:
         _state.enabled = previous
 
 
+class _Off:
+    """``no_grad`` for the engine's own use: one fresh instance per ``with``, two calls."""
+
+    __slots__ = ("_previous",)
+
+    def __enter__(self) -> None:
+        self._previous = _state.enabled
+        _state.enabled = False
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._previous
+
+
 def no_grad() -> Any:
     """Context manager (and decorator) that turns autograd recording off in this thread."""
     return _grad_mode(False)
@@ -105,10 +118,11 @@ def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def _fit(gradient: Tensor, target: Tensor) -> Tensor:
-    if gradient.shape != target.shape:
-        gradient = sum_to_shape(gradient, target.shape)
-    if gradient.dtype is not target.dtype:
-        gradient = gradient.astype(target.dtype)
+    shape = target._layout.shape
+    if gradient._layout.shape != shape:
+        gradient = sum_to_shape(gradient, shape)
+    if gradient._dtype is not target._dtype:
+        gradient = gradient.astype(target._dtype)
     return gradient
 
 
@@ -189,7 +203,7 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
         msg = f"backward: gradient shape {gradient.shape} does not match {tensor.shape}"
         raise ValueError(msg)
 
-    with no_grad():
+    with _Off():
         root = tensor._grad_fn
         if root is None:
             _accumulate(tensor, gradient)
@@ -219,7 +233,8 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
             for t, g in zip(op._grad_inputs, grads, strict=True):
                 if g is None or not t._requires_grad:
                     continue
-                g = _fit(g, t)
+                if g._layout.shape != t._layout.shape or g._dtype is not t._dtype:
+                    g = _fit(g, t)
                 producer = t._grad_fn
                 if producer is None:
                     published.append((t, g))
@@ -246,6 +261,6 @@ def _accumulate(target: Tensor, gradient: Tensor) -> None:
     """Add ``gradient`` into ``target.grad`` (a leaf, or a non-leaf that called retain_grad)."""
     from conveyor import functional as F
 
-    if gradient.shape != target.shape or gradient.dtype is not target.dtype:
+    if gradient._layout.shape != target._layout.shape or gradient._dtype is not target._dtype:
         gradient = _fit(gradient, target)
     target.grad = gradient if target.grad is None else F.add(target.grad, gradient)
