@@ -1,4 +1,4 @@
-"""Autograd: thread-local grad mode and the reverse-mode backward engine.
+"""Autograd: the reverse-mode backward engine (grad mode, from ``conveyor.grad_mode``, too).
 
 The graph is made of dispatched operations: a result tensor points at the operation that made it
 (``tensor.autograd_ctx``), and the operation keeps its tensor inputs. The engine walks that graph
@@ -8,16 +8,24 @@ reduces broadcast gradients back to each input's shape and dtype, and accumulate
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from conveyor import functional as F
+from conveyor.grad_mode import (
+    _Off,
+    attach,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from conveyor.tensor import Tensor, ones_like
+
 if TYPE_CHECKING:
-    from conveyor.operation import Operation, OperationResult
-    from conveyor.tensor import Tensor
+    from conveyor.operation import Operation
 
 __all__ = [
+    "attach",
     "backward",
     "enable_grad",
     "is_grad_enabled",
@@ -27,85 +35,8 @@ __all__ = [
 ]
 
 
-class _GradMode(threading.local):
-    """Per-thread grad mode; the class attribute is every new thread's default."""
-
-    enabled = True
-
-
-_state = _GradMode()
-
-
-def is_grad_enabled() -> bool:
-    """Whether operations in this thread record autograd state (default: yes)."""
-    return _state.enabled
-
-
-class set_grad_enabled:
-    """Set grad mode for this thread; also usable as a context manager that restores it."""
-
-    def __init__(self, mode: bool) -> None:
-        self._previous = is_grad_enabled()
-        _state.enabled = bool(mode)
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        _state.enabled = self._previous
-
-
-@contextmanager
-def _grad_mode(mode: bool) -> Iterator[None]:
-    previous = is_grad_enabled()
-    _state.enabled = mode
-    try:
-        yield
-    finally:
-        _state.enabled = previous
-
-
-class _Off:
-    """``no_grad`` for the engine's own use: one fresh instance per ``with``, two calls."""
-
-    __slots__ = ("_previous",)
-
-    def __enter__(self) -> None:
-        self._previous = _state.enabled
-        _state.enabled = False
-
-    def __exit__(self, *exc: object) -> None:
-        _state.enabled = self._previous
-
-
-def no_grad() -> Any:
-    """Context manager (and decorator) that turns autograd recording off in this thread."""
-    return _grad_mode(False)
-
-
-def enable_grad() -> Any:
-    """Context manager (and decorator) that turns autograd recording on in this thread."""
-    return _grad_mode(True)
-
-
-def attach(op: Operation, result: OperationResult) -> None:
-    """Make ``op`` the autograd node of every differentiable output in ``result``."""
-    if type(result) is tuple:
-        op._n_outputs = len(result)
-        for index, out in enumerate(result):
-            if out._dtype.is_differentiable:
-                out._grad_fn = op
-                out._output_index = index
-                out._requires_grad = True
-    elif result._dtype.is_differentiable:  # type: ignore[union-attr]  # a single Tensor
-        result._grad_fn = op  # type: ignore[union-attr]
-        result._requires_grad = True  # type: ignore[union-attr]
-
-
 def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum ``gradient`` over the axes that broadcasting added or widened to reach ``shape``."""
-    from conveyor import functional as F
-
     if gradient.shape == shape:
         return gradient
     lead = gradient.ndim - len(shape)
@@ -151,8 +82,6 @@ def _graph_order(root: Operation) -> list[Operation]:
 
 
 def _check_gradients(op: Operation, grads: Any) -> tuple[Tensor | None, ...]:
-    from conveyor.tensor import Tensor
-
     if isinstance(grads, Tensor) or grads is None:
         grads = (grads,)
     name, cls = op._operation_name, getattr(op._dispatch_carrier_class, "__name__", "?")
@@ -182,8 +111,6 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
         RuntimeError: ``tensor`` does not require grad, an implicit gradient was asked for a
             non-scalar, saved state was released, or a saved input was modified in place.
     """
-    from conveyor import functional as F
-    from conveyor.tensor import Tensor, ones_like
 
     if not tensor.requires_grad:
         msg = "backward: the tensor does not require grad and has no autograd node"
@@ -259,8 +186,6 @@ def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
 
 def _accumulate(target: Tensor, gradient: Tensor) -> None:
     """Add ``gradient`` into ``target.grad`` (a leaf, or a non-leaf that called retain_grad)."""
-    from conveyor import functional as F
-
     if gradient._layout.shape != target._layout.shape or gradient._dtype is not target._dtype:
         gradient = _fit(gradient, target)
     target.grad = gradient if target.grad is None else F.add(target.grad, gradient)

@@ -242,12 +242,11 @@ def register_operation_capabilities(
             ``OperationCapability``.
         ValueError: duplicate records, or the class was already declared or sealed.
     """
-    from conveyor.carrier import Carrier, DependentCarrier
-
-    if not isinstance(cls, type) or not issubclass(cls, Carrier):
+    kind = getattr(cls, "_capability_source", None) if isinstance(cls, type) else None
+    if kind is None:
         msg = f"register_operation_capabilities: {cls!r} is not a Carrier class"
         raise TypeError(msg)
-    if issubclass(cls, DependentCarrier):
+    if kind == "instance":
         msg = (
             f"register_operation_capabilities: {cls.__name__} is a DependentCarrier; "
             f"it computes capabilities per instance in _compute_operation_capabilities()"

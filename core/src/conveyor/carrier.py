@@ -75,6 +75,9 @@ class Carrier:
 
     _version: int = 0
     _released: bool = False
+    # Where capabilities come from, read by conveyor.capabilities (a lower layer, which cannot
+    # import this class): "class" (declared once per exact class) or "instance" (dependent).
+    _capability_source: ClassVar[str] = "class"
     # Set (on the exact class only) by carriers whose hook returns _dispatch_classes[name]().
     _dispatch_classes: ClassVar[Mapping[str, type[Operation]]]
 
@@ -352,6 +355,7 @@ class DependentCarrier(Carrier):
     carriers it composes, then frozen for the instance's lifetime.
     """
 
+    _capability_source: ClassVar[str] = "instance"
     _capability_snapshot: CapabilitySet | None = None
 
     def _compute_operation_capabilities(self) -> Iterable[OperationCapability]:

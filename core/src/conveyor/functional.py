@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from conveyor import profiling
-from conveyor.autograd import _state as _grad_mode
-from conveyor.autograd import attach
+from conveyor.grad_mode import _state as _grad_mode
+from conveyor.grad_mode import attach
 from conveyor.operation import _SPECS, Operation, _check_result
 from conveyor.options import OperationExecutionOptions, options_schema
 from conveyor.policy import OperationPlan, operation_spec
