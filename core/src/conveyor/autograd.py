@@ -186,6 +186,6 @@ def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
 
 def _accumulate(target: Tensor, gradient: Tensor) -> None:
     """Add ``gradient`` into ``target.grad`` (a leaf, or a non-leaf that called retain_grad)."""
-    if gradient._layout.shape != target._layout.shape or gradient._dtype is not target._dtype:
+    if gradient.shape != target.shape or gradient.dtype is not target.dtype:
         gradient = _fit(gradient, target)
     target.grad = gradient if target.grad is None else F.add(target.grad, gradient)
