@@ -15,9 +15,11 @@ from conveyor_generic import CPU, Generic
 from conveyor_generic._storage import ArrayStorage
 from conveyor_generic.generic import GenericOperation
 
-# The steady-state tiny add: Tensor.__add__, the public function, CPU's _forward, the kernel,
-# the aligned allocation, the result publication and Tensor._wrap. Raise it only with a reason.
-TINY_ADD_PYTHON_CALLS = 7
+# The steady-state tiny cv.add: the public function, CPU's _forward, the kernel, the aligned
+# allocation, the result publication and Tensor._wrap. Raise it only with a reason.
+TINY_ADD_PYTHON_CALLS = 6
+# a + b adds the operator sugar's own calls: Tensor.__add__ and its operand coercion.
+TINY_ADD_SUGAR_PYTHON_CALLS = TINY_ADD_PYTHON_CALLS + 2
 
 
 class Narrow(ArrayStorage):
@@ -60,9 +62,16 @@ class TestPythonCallCount:
     def test_steady_state_tiny_add_makes_at_most_the_budgeted_python_calls(self) -> None:
         a, b = tiny()
         for _ in range(3):
-            a + b  # binds the record
-        calls = python_calls(lambda: a + b)
+            cv.add(a, b)  # binds the record
+        calls = python_calls(lambda: cv.add(a, b))
         assert len(calls) <= TINY_ADD_PYTHON_CALLS, calls
+
+    def test_operator_sugar_adds_only_its_own_calls(self) -> None:
+        a, b = tiny()
+        for _ in range(3):
+            a + b
+        calls = python_calls(lambda: a + b)
+        assert len(calls) <= TINY_ADD_SUGAR_PYTHON_CALLS, calls
 
     def test_steady_state_add_calls_no_attrs_hash_and_no_capability_query(self) -> None:
         a, b = tiny()

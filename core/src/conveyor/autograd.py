@@ -8,6 +8,7 @@ reduces broadcast gradients back to each input's shape and dtype, and accumulate
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from conveyor import functional as F
@@ -17,6 +18,8 @@ from conveyor.grad_mode import (
     enable_grad,
     is_grad_enabled,
     no_grad,
+    note_saved,
+    saved_for_backward,
     set_grad_enabled,
 )
 from conveyor.tensor import Tensor, ones_like
@@ -30,9 +33,18 @@ __all__ = [
     "enable_grad",
     "is_grad_enabled",
     "no_grad",
+    "note_saved",
+    "saved_for_backward",
     "set_grad_enabled",
     "sum_to_shape",
 ]
+
+
+# Publishing a pass's gradients is a read-add-write of every target's ``.grad``; two threads
+# doing it at once into a shared leaf would lose one contribution. One lock for the whole
+# publication keeps each pass's writes atomic with respect to every other pass (the work it
+# serialises is the gradient additions only; backward computation itself runs unlocked).
+_publish_lock = threading.RLock()  # re-entrant: an observer of the additions may run backward
 
 
 def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -133,7 +145,9 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
     with _Off():
         root = tensor._grad_fn
         if root is None:
-            _accumulate(tensor, gradient)
+            with _publish_lock:
+                for t, total in _totals([(tensor, gradient)]):
+                    t.grad = total
             return
         order = _graph_order(root)
         for op in order:
@@ -171,11 +185,16 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                     buf = pending[id(producer)] = [None] * producer._n_outputs
                 prev = buf[t._output_index]
                 buf[t._output_index] = g if prev is None else F.add(prev, g)
-        if not retain_graph:
-            for op in visited:
-                op._release_saved()
-        for t, g in published:
-            _accumulate(t, g)
+        with _publish_lock:
+            # Every sum is computed before anything is written or released, so a refused
+            # addition (a ``.grad`` the user replaced with an incompatible tensor) changes
+            # nothing and the same backward can be retried.
+            totals = _totals(published)
+            if not retain_graph:
+                for op in visited:
+                    op._release_saved()
+            for t, total in totals:
+                t.grad = total
 
 
 def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
@@ -184,8 +203,24 @@ def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
     return slots
 
 
-def _accumulate(target: Tensor, gradient: Tensor) -> None:
-    """Add ``gradient`` into ``target.grad`` (a leaf, or a non-leaf that called retain_grad)."""
-    if gradient.shape != target.shape or gradient.dtype is not target.dtype:
+def _totals(published: list[tuple[Tensor, Tensor]]) -> list[tuple[Tensor, Tensor]]:
+    """Each target once, with its current ``.grad`` plus every gradient published for it."""
+    totals: dict[int, tuple[Tensor, Tensor]] = {}
+    for target, gradient in published:
         gradient = _fit(gradient, target)
-    target.grad = gradient if target.grad is None else F.add(target.grad, gradient)
+        entry = totals.get(id(target))
+        base = entry[1] if entry is not None else _current_grad(target)
+        totals[id(target)] = (target, gradient if base is None else F.add(base, gradient))
+    return list(totals.values())
+
+
+def _current_grad(target: Tensor) -> Tensor | None:
+    """``target.grad``, refused when the user replaced it with a tensor of another shape."""
+    grad = target.grad
+    if grad is not None and grad.shape != target.shape:
+        msg = (
+            f"backward: .grad of a tensor of shape {target.shape} was set to a tensor of shape "
+            f"{grad.shape}; set .grad = None (or a tensor of shape {target.shape}) and retry"
+        )
+        raise RuntimeError(msg)
+    return grad

@@ -8,14 +8,25 @@ higher layer (it computes with the public functions), so nothing here imports it
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
     from conveyor.operation import Operation, OperationResult
+    from conveyor.tensor import Tensor
 
-__all__ = ["attach", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
+__all__ = [
+    "attach",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "note_saved",
+    "saved_for_backward",
+    "set_grad_enabled",
+]
 
 
 class _GradMode(threading.local):
@@ -77,6 +88,32 @@ def no_grad() -> Any:
 def enable_grad() -> Any:
     """Context manager (and decorator) that turns autograd recording on in this thread."""
     return _grad_mode(True)
+
+
+# Carrier -> the operations that saved one of its tensors for backward. Weak both ways: neither
+# a graph nor a carrier is kept alive by being listed. Read by exports (``Tensor.__dlpack__``),
+# which must not hand out writable memory a backward pass still depends on.
+_savers: weakref.WeakKeyDictionary[Carrier, weakref.WeakSet[Operation]] = (
+    weakref.WeakKeyDictionary()
+)
+_savers_lock = threading.Lock()
+
+
+def note_saved(op: Operation, tensors: Iterable[Tensor]) -> None:
+    """Record that ``op`` saved ``tensors`` for backward (their carriers are now guarded)."""
+    with _savers_lock:
+        for t in tensors:
+            ops = _savers.get(t._carrier)
+            if ops is None:
+                ops = _savers[t._carrier] = weakref.WeakSet()
+            ops.add(op)
+
+
+def saved_for_backward(carrier: Carrier) -> bool:
+    """Whether a live graph saved a tensor of ``carrier`` and has not released it yet."""
+    with _savers_lock:
+        ops = _savers.get(carrier)
+        return ops is not None and any(op._saved is not None for op in ops)
 
 
 def attach(op: Operation, result: OperationResult) -> None:
