@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import attrs
 
+from conveyor import _journal
 from conveyor.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -28,6 +29,8 @@ from conveyor.layout import Layout
 from conveyor.policy import is_planned
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from conveyor.carrier import Carrier
 
 from conveyor.providers import (
@@ -50,6 +53,7 @@ __all__ = [
     "carrier_definition",
     "carrier_facet",
     "check_contributed_pack",
+    "check_contributed_pack_names",
     "definition_capabilities",
     "register_carrier_definition",
     "register_kernel_pack",
@@ -96,7 +100,7 @@ def _definition_names(definition: CarrierDefinition) -> list[str]:
     return names
 
 
-def check_contributed_pack(item: object, defined: Callable[[str], bool]) -> None:
+def check_contributed_pack_names(item: object, defined: Callable[[str], bool]) -> None:
     """Refuse what a plugin's ``conveyor_kernel_packs`` hook may not contribute.
 
     The plugin host calls it while loading the plugin, so the refusal marks that plugin broken
@@ -323,6 +327,14 @@ def register_kernel_pack(pack: KernelPack) -> None:
             )
             raise ValueError(msg)
         _PACKS.setdefault(cls, []).append(pack)
+    _journal.record(lambda: _unregister_pack(pack))
+
+
+def _unregister_pack(pack: KernelPack) -> None:
+    """Withdraw ``pack`` unless its class was sealed with it already (then it is in use)."""
+    with _LOCK:
+        if pack.carrier not in _SEALED and pack.carrier in _PACKS:
+            _PACKS[pack.carrier] = [p for p in _PACKS[pack.carrier] if p is not pack]
 
 
 def _contributed_packs(cls: type) -> list[KernelPack]:
@@ -362,8 +374,9 @@ def _sealed(cls: type, definition: CarrierDefinition) -> _Sealed:
             _SEALED[cls] = found
             # Also declared, so class-level readers (the CLI) see the same set. When someone
             # queried the class first it is sealed empty there; operation_capabilities (and
-            # so the gate) reads this table instead.
-            with contextlib.suppress(ValueError):
+            # so the gate) reads this table instead. A DependentCarrier (TypeError) computes
+            # its set per instance, so it has no class-level declaration.
+            with contextlib.suppress(ValueError, TypeError):
                 register_operation_capabilities(cls, found.capabilities)
     return found
 
@@ -530,3 +543,41 @@ def carrier_facet(carrier: Carrier, facet: type[_F]) -> _F | None:
             if issubclass(offered, facet):
                 return offered(carrier)
     return None
+
+
+def check_contributed_pack(item: KernelPack, earlier: Iterable[tuple[KernelPack, str]]) -> None:
+    """Refuse a plugin's kernel pack that would break its carrier class at first use.
+
+    The plugin host calls it once every plugin has loaded (``check_contributed_pack_names``
+    already checked the record's kind and names), so a bad pack marks that plugin broken
+    (named in the error) instead of failing the carrier for everyone. ``earlier`` holds the packs
+    of plugins loaded before this one, each with how to name its plugin. A class already sealed
+    ignores new packs, as ``register_kernel_pack`` documents, so nothing is checked for it.
+
+    Raises:
+        ValueError: its class is not definition-backed, or a pattern is malformed or covers what
+            the class, a registered pack or an earlier plugin's pack already covers.
+    """
+    cls = item.carrier
+    with _LOCK:
+        definition = _DEFINITIONS.get(cls)
+        if definition is None:
+            msg = (
+                f"kernel pack {item.name!r}: {cls.__name__} is not definition-backed; contribute "
+                f"packs only for classes with a CarrierDefinition"
+            )
+            raise ValueError(msg)
+        if cls in _SEALED:
+            return
+        registered = list(_PACKS.get(cls, ()))
+    # Building the sealed table is the one place that knows every collision rule.
+    _Sealed(cls, definition, [*registered, item])
+    for pack, owner in earlier:
+        if pack.carrier is cls:
+            try:
+                _Sealed(cls, definition, [*registered, pack, item])
+            except ValueError as exc:
+                msg = (
+                    f"{exc} (kernel pack {item.name!r} collides with pack {pack.name!r} of {owner})"
+                )
+                raise ValueError(msg) from None

@@ -25,7 +25,7 @@ from typing import Any, Final, TypeAlias, final
 
 import attrs
 
-from conveyor import plugins
+from conveyor import _journal, plugins
 from conveyor.carrier import Carrier, DependentCarrier
 from conveyor.carrier_definitions import carrier_definition
 from conveyor.layout import Layout
@@ -107,7 +107,18 @@ def register_move_route(
             raise _duplicate(route)
         _registered[pair] = route
         _merged = None
+    _journal.record(lambda: _unregister(route))
     return route
+
+
+def _unregister(route: MoveRoute) -> None:
+    """Withdraw ``route`` (a plugin that registered it at import ended broken)."""
+    global _merged
+    with _lock:
+        pair = (route.source, route.destination)
+        if _registered.get(pair) is route:
+            del _registered[pair]
+            _merged = None
 
 
 def _table() -> dict[_Pair, MoveRoute]:
@@ -133,6 +144,34 @@ def _table() -> dict[_Pair, MoveRoute]:
             table[pair] = item
         _merged = (host, contributed, table)
     return table
+
+
+def check_contributed_route(item: object, earlier: Mapping[_Pair, str]) -> _Pair:
+    """Refuse a plugin's move route that ``move`` could not use; returns its pair.
+
+    The plugin host calls it while loading the plugin, so a bad route marks that plugin broken
+    (named in the error) instead of failing every later ``move``. ``earlier`` maps the pairs of
+    plugins loaded before this one to how to name their plugin.
+
+    Raises:
+        TypeError: ``item`` is not a ``MoveRoute``.
+        ValueError: its pair already has a registered route or an earlier plugin's route.
+    """
+    if not isinstance(item, MoveRoute):
+        msg = f"contributed {item!r} ({type(item).__name__}); contribute conveyor.MoveRoute records"
+        raise TypeError(msg)
+    pair = (item.source, item.destination)
+    where = f"a route from {item.source.__name__} to {item.destination.__name__}"
+    with _lock:
+        registered = pair in _registered
+    if registered:
+        msg = f"{where} is already registered with register_move_route; each pair has one route"
+        raise ValueError(msg)
+    owner = earlier.get(pair)
+    if owner is not None:
+        msg = f"{where} is also contributed by {owner}; each pair has exactly one route"
+        raise ValueError(msg)
+    return pair
 
 
 def move_routes() -> Mapping[_Pair, MoveRoute]:
