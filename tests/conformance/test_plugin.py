@@ -63,7 +63,8 @@ class TestShippedCarriersConform:
         assert run.returncode == 0, run.output[-4000:]
         summary = run.summary()
         assert "carrier: 'shm'" in summary and "names supported: 54:" in summary
-        assert "8856 advertised, 1350 checked against Generic (at most 25 per name)" in summary
+        sampled = "8856 advertised, 960 checked against Generic (at most 25 per name): 960 passed"
+        assert sampled in summary
         assert ", 0 failed, " in summary.split("checks: ", 1)[1].splitlines()[0]
         assert "result: conforms" in summary
 
