@@ -261,7 +261,9 @@ def run_demo(options: DemoOptions, stream: TextIO = sys.stdout) -> dict[str, Any
     story.say("\n6. Report")
     plot = _report.write_plot(results, options.output)
     summary["files"] = {"summary": str(options.output / "summary.json"), "plot": str(plot)}
+    rows = _summary_rows(summary)
+    summary["problems"] = [step for step, result, _ in rows if result == "FAILED"]
     _report.write_summary(summary, options.output)
-    story.say(table(("step", "result", "figures"), _summary_rows(summary)))
+    story.say(table(("step", "result", "figures"), rows))
     story.say(f"\n{summary['seconds']:.0f} s; report in {options.output}/ (summary.json, loss.png)")
     return summary
