@@ -241,6 +241,7 @@ from conveyor.policy import (
 )
 from conveyor.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
 from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
+from conveyor.progress import progress
 from conveyor.providers import (
     CarrierFacet,
     CompositeProvider,
@@ -466,6 +467,7 @@ __all__ = [
     "pow",
     "printoptions",
     "profile",
+    "progress",
     "promote_types",
     "random",
     "real",

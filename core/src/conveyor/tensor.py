@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, final
 from conveyor import dtypes, printing
 from conveyor.autograd import is_grad_enabled as _grad_enabled
 from conveyor.dtypes import DType
-from conveyor.layout import Layout
+from conveyor.layout import Layout, normalize_axes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -313,14 +313,33 @@ class Tensor:
 
         Zero-copy interchange is a carrier capability (only memory a consumer can address can be
         shared), so carriers without the hook refuse with ``BufferError`` like any producer.
+        A tensor that requires grad, or whose storage a live graph saved for backward, is
+        exported as a copy: consumers may ignore DLPack's read-only flag (PyTorch does), and a
+        write through shared memory would bypass the version check and corrupt gradients.
+
+        Raises:
+            BufferError: the carrier cannot share memory, or ``copy=False`` was asked for a
+                tensor that is part of a graph.
         """
+        from conveyor.autograd import saved_for_backward
+
+        carrier = type(self._carrier).__name__
         hook = getattr(self._carrier, "_dlpack", None)
         if hook is None:
             msg = (
-                f"__dlpack__ on {type(self._carrier).__name__}: the carrier cannot share its "
+                f"__dlpack__ on {carrier}: the carrier cannot share its "
                 f"memory; use tensor.numpy() or cv.move the tensor to 'cpu'"
             )
             raise BufferError(msg)
+        if self._requires_grad or saved_for_backward(self._carrier):
+            if kwargs.get("copy") is False:
+                msg = (
+                    f"__dlpack__ on {carrier}: copy=False, but the tensor is part of an "
+                    f"autograd graph and is only exported as a copy; pass copy=None or detach "
+                    f"a clone first"
+                )
+                raise BufferError(msg)
+            kwargs["copy"] = True
         return hook(self._layout, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -355,17 +374,20 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
-    def astype(self, dtype: DType) -> Tensor:
-        """A copy converted to ``dtype`` on the same carrier class (NumPy casting rules).
+    def astype(self, dtype: DType | str) -> Tensor:
+        """A copy converted to ``dtype`` (a DType or its name) on the same carrier class.
+
+        NumPy casting rules apply.
 
         Complex to real keeps the real part, as NumPy does, but deliberately: no ComplexWarning.
         """
         import numpy as np
 
+        target = _check_dtype(dtype)
         values = self.numpy()
-        if self._dtype.is_complex and not _check_dtype(dtype).is_complex:
+        if self._dtype.is_complex and not target.is_complex:
             values = np.real(values)
-        return _from_array(values.astype(dtype.numpy), dtype, type(self._carrier))
+        return _from_array(values.astype(target.numpy), target, type(self._carrier))
 
     def clone(self) -> Tensor:
         """A contiguous copy in fresh storage of the same carrier class."""
@@ -529,8 +551,7 @@ class Tensor:
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """``sum / count``: composed from planned operations, so it differentiates for free."""
-        axes = range(self.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
-        count = math.prod(self.shape[a] for a in axes)
+        count = math.prod(self.shape[a] for a in normalize_axes(axis, self.ndim))
         return _F.div(self.sum(axis=axis, keepdims=keepdims), count)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
@@ -936,12 +957,42 @@ def tensor(
     cls = _resolve_carrier(carrier)
     if isinstance(data, Tensor):
         data = data.numpy()
-    array = np.asarray(data)
-    target = _check_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
+    if dtype is not None and _check_dtype(dtype).is_integer and not _is_numpy(data):
+        # Built in the requested dtype directly: inferring first would round large Python
+        # ints through float64 (2**64 - 1 became 0 in uint64).
+        target = _check_dtype(dtype)
+        array = _integer_array(data, target)
+    else:
+        array = np.asarray(data)
+        target = _check_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
     result = _from_array(np.asarray(array, dtype=target.numpy), target, cls)
     if requires_grad:
         result.requires_grad = True
     return result
+
+
+def _is_numpy(data: Any) -> bool:
+    import numpy as np
+
+    return isinstance(data, np.ndarray | np.generic)
+
+
+def _integer_array(data: Any, target: DType) -> np.ndarray[Any, Any]:
+    """Python data as an array of the integer dtype ``target``; a value that does not fit is
+    refused (``OverflowError`` naming it and the dtype) instead of wrapping or rounding."""
+    import numpy as np
+
+    try:
+        return np.asarray(data, dtype=target.numpy)
+    except OverflowError as exc:
+        info = np.iinfo(target.numpy)
+        values = np.asarray(data, dtype=object).reshape(-1)
+        bad = next((v for v in values if not info.min <= v <= info.max), None)
+        msg = (
+            f"tensor: value {bad!r} does not fit in {target.name} (range [{info.min}, "
+            f"{info.max}]); pass a wider dtype or change the value"
+        )
+        raise OverflowError(msg) from exc
 
 
 def _check_dtype(dtype: Any) -> DType:
