@@ -441,6 +441,7 @@ def handled_functions() -> dict[Any, Callable[..., Any]]:
         np.linalg.inv: C.inv,
         np.linalg.slogdet: C.slogdet,
         np.linalg.solve: C.solve,
+        np.linalg.qr: C.qr,
     }
 
 
