@@ -153,7 +153,7 @@ def _norm(column: Tensor) -> Tensor:
     high = F.reduce_max(F.abs(column), axis=-2, keepdims=True)
     safe = F.select(F.eq(high, 0), 1.0, high)
     scaled = F.div(column, safe)
-    return F.mul(safe, F.sqrt(F.reduce_sum(F.mul(scaled, scaled), axis=-2, keepdims=True)))  # type: ignore[no-any-return]
+    return F.mul(safe, F.sqrt(F.reduce_sum(F.mul(scaled, scaled), axis=-2, keepdims=True)))
 
 
 class QRResult(NamedTuple):
