@@ -1,25 +1,30 @@
 """The ``conveyor`` command: list plugins and carriers, and diagnose an installation.
 
-Every subcommand prints an aligned table for people and, with ``--json``, one JSON document for
-machines. They work when plugins are broken (that is when they are needed most); the exit status
-is 0 unless a plugin failed while strict mode (``CONVEYOR_STRICT_PLUGINS=1``) is on, and 2 for
-a usage or configuration error. Core modules beyond the plugin host are imported inside the
-commands that read them, so each command pays only for what it shows.
+Every subcommand prints tables that fit the terminal for people (``--wide`` keeps every
+character) and, with ``--json``, one JSON document for machines. They work when plugins are
+broken (that is when they are needed most). Exit status: 0 when all is well; 1 when problems
+were found (``doctor`` reported a warning, or a plugin failed while strict mode,
+``CONVEYOR_STRICT_PLUGINS=1``, is on); 2 for a usage or configuration error. A reader that
+closes the pipe early (``conveyor plugins --json | head``) ends the command quietly, status 0.
+Core modules beyond the plugin host are imported inside the commands that read them, so each
+command pays only for what it shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from conveyor import plugins
+from conveyor._tables import table
 from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, PluginState
 
 if TYPE_CHECKING:
@@ -55,15 +60,12 @@ def _doctor_sections() -> dict[str, dict[str, str]]:
     return found
 
 
+# ``--wide`` of the running command: tables keep every character instead of fitting the terminal.
+_WIDE: dict[str, bool] = {"wide": False}
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
-    cells = [[str(h) for h in headers], *([str(c) for c in row] for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = []
-    for row in cells:
-        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
-        lines.append("  ".join([*padded, row[-1]]).rstrip())
-    return "\n".join(lines)
+    return table(headers, rows, wide=_WIDE["wide"])
 
 
 def _emit(document: object) -> None:
@@ -93,7 +95,12 @@ def _record_json(record: PluginRecord) -> dict[str, Any]:
         "hook": record.hook,
         "conflicts": list(record.conflicts),
         "traceback": record.traceback,
+        "load_seconds": record.load_seconds,
     }
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}s"
 
 
 def _plugins_table(records: Sequence[PluginRecord]) -> str:
@@ -104,17 +111,94 @@ def _plugins_table(records: Sequence[PluginRecord]) -> str:
             r.version or "-",
             r.state,
             ", ".join(r.carriers) or "-",
+            _seconds(r.load_seconds),
             _first_line(r.error) or ("conflict: see `conveyor doctor`" if r.conflicts else ""),
         )
         for r in records
     ]
-    headers = ("NAME", "DISTRIBUTION", "VERSION", "STATE", "CARRIERS", "ERROR")
+    headers = ("NAME", "DISTRIBUTION", "VERSION", "STATE", "CARRIERS", "LOAD", "ERROR")
     return _table(headers, rows)
 
 
-def _cmd_plugins(args: argparse.Namespace) -> int:
+def _slowest(records: Sequence[PluginRecord], count: int = 3) -> str:
+    """The slowest plugin loads, like pytest's ``--durations``: where start-up time goes."""
+    timed = sorted(
+        (r for r in records if r.load_seconds is not None),
+        key=lambda r: r.load_seconds or 0.0,
+        reverse=True,
+    )[:count]
+    listed = ", ".join(f"{r.name} {_seconds(r.load_seconds)}" for r in timed)
+    return f"slowest plugin loads: {listed}" if listed else ""
+
+
+def _cmd_entry_points(args: argparse.Namespace) -> int:
+    """``conveyor plugins --no-load``: the entry points, read from metadata, none imported.
+
+    The way to see what is installed when a plugin hangs or exits the process at import.
+    """
+    from conveyor.plugins._discovery import scan
+
     host = plugins.host()
-    records = host.plugins()
+    candidates, shadowed = scan(host.group)
+    found = [*candidates, *(s.candidate for s in shadowed)]
+    rows = [
+        {
+            "name": c.name,
+            "distribution": c.distribution,
+            "version": c.version,
+            "entry_point": c.value,
+            "disabled": host._config.exclusion(c.name, c.distribution),
+        }
+        for c in found
+    ]
+    if args.json:
+        _emit({"group": host.group, "loaded": False, "entry_points": rows})
+    elif not rows:
+        print(f"no plugins installed in the entry-point group {host.group!r}")
+    else:
+        table = [
+            (
+                r["name"],
+                r["distribution"] or "-",
+                r["version"] or "-",
+                r["entry_point"],
+                "disabled" if r["disabled"] else "not loaded",
+            )
+            for r in rows
+        ]
+        print(_table(("NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT", "STATE"), table))
+    return 0
+
+
+@contextlib.contextmanager
+def _plugin_output_to_stderr() -> Iterator[None]:
+    """While plugins load, what they print goes to stderr: stdout carries only our output.
+
+    Both levels are redirected: ``sys.stdout`` for ``print``, and file descriptor 1 for C
+    extensions and subprocesses, so ``--json`` output stays one parseable document.
+    """
+    sys.stdout.flush()
+    try:
+        saved: int | None = os.dup(1)
+    except OSError:  # no file descriptor 1 (a closed or detached stdout): nothing to protect
+        saved = None
+    try:
+        if saved is not None:
+            os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    if args.no_load:
+        return _cmd_entry_points(args)
+    host = plugins.host()
+    with _plugin_output_to_stderr():
+        records = host.plugins()
     if args.json:
         _emit(
             {
@@ -127,6 +211,9 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         print(f"no plugins installed in the entry-point group {host.group!r}")
     else:
         print(_plugins_table(records))
+        slowest = _slowest(records)
+        if slowest:
+            print(f"\n{slowest}")
     return _exit_status(host, records)
 
 
@@ -182,6 +269,8 @@ def _matrix(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, 
 
 def _cmd_carriers(args: argparse.Namespace) -> int:
     host = plugins.host()
+    with _plugin_output_to_stderr():
+        host.plugins()
     try:
         carriers = host.carriers()
     except PluginError as exc:
@@ -292,7 +381,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from conveyor.policy import registered_operations
 
     host = plugins.host()
-    records = host.plugins()
+    with _plugin_output_to_stderr():
+        records = host.plugins()
     carriers: Mapping[str, type[Carrier]] = {}
     carriers_error = None
     try:
@@ -322,7 +412,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     }
     if args.json:
         _emit(report)
-        return _exit_status(host, records)
+        return 1 if report["warnings"] else _exit_status(host, records)
     versions = ", ".join(
         f"{label} {report[key] or 'not installed'}"
         for label, key in (("Python", "python"), ("numpy", "numpy"), ("pluggy", "pluggy"))
@@ -353,7 +443,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             print(f"  - {warning['problem']}\n    fix: {warning['fix']}")
     else:
         print("\nno problems found")
-    return _exit_status(host, records)
+    return 1 if report["warnings"] else _exit_status(host, records)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -369,13 +459,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     summary = run_demo(options)
     if args.json:
         _emit(summary)
-    return 0
+    return 1 if summary["problems"] else 0
 
 
 def _parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("conveyor-core")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        release = "unknown"
     parser = argparse.ArgumentParser(
-        prog="conveyor", description="Inspect Conveyor's plugins and carriers."
+        prog="conveyor",
+        description="Inspect Conveyor's plugins and carriers, and run the demo.",
+        epilog="exit status: 0 ok, 1 problems found, 2 usage or configuration error",
     )
+    parser.add_argument("--version", action="version", version=f"conveyor {release}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     specs: tuple[tuple[str, str, _Command], ...] = (
         ("plugins", "list discovered plugins and their states", _cmd_plugins),
@@ -386,10 +485,19 @@ def _parser() -> argparse.ArgumentParser:
     for name, summary, command in specs:
         sub = commands.add_parser(name, help=summary, description=summary)
         sub.add_argument("--json", action="store_true", help="print one JSON document")
+        sub.add_argument(
+            "--wide", action="store_true", help="never shorten table cells to fit the terminal"
+        )
         sub.set_defaults(command=command)
         if name == "carriers":
             sub.add_argument(
                 "--matrix", action="store_true", help="operation x carrier table of plan counts"
+            )
+        if name == "plugins":
+            sub.add_argument(
+                "--no-load",
+                action="store_true",
+                help="list the entry points from metadata without importing any plugin",
             )
         if name == "demo":
             sub.add_argument("--quick", action="store_true", help="a seconds-long version")
@@ -408,11 +516,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:  # a malformed CONVEYOR_* variable, named by exc
         print(f"conveyor: {exc}", file=sys.stderr)
         return 2
-    with warnings.catch_warnings():
-        # The commands report conflicts themselves, with the fix; a Python warning on stderr
-        # pointing into the host would only repeat it less readably.
-        warnings.simplefilter("ignore", PluginConflictWarning)
-        return command(args)
+    _WIDE["wide"] = args.wide
+    try:
+        with warnings.catch_warnings():
+            # The commands report conflicts themselves, with the fix; a Python warning on
+            # stderr pointing into the host would only repeat it less readably.
+            warnings.simplefilter("ignore", PluginConflictWarning)
+            status = command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`| head`): point stdout at /dev/null so the interpreter's own flush
+        # at exit does not fail again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return status
 
 
 if __name__ == "__main__":

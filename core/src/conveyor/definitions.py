@@ -394,6 +394,8 @@ class DefinitionOperation(Operation):
     """
 
     invocation: ResolvedInvocation | None = None
+    _ran_kernel: bool = False  # kernels read saved inputs as they are; composites may lower
+    _in_vjp: bool = False
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
         self.definition = definition
@@ -445,6 +447,7 @@ class DefinitionOperation(Operation):
             )
         pattern = self._pattern(invocation)
         if pattern is not None:
+            self._ran_kernel = True
             return self._run_kernel(carrier, pattern, invocation)
         if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
             return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
@@ -488,6 +491,23 @@ class DefinitionOperation(Operation):
         result = prepared.execute()
         return _publish(invocation, cls, result, composite.result_carriers)
 
+    @property
+    def saved_inputs(self) -> tuple[Any, ...]:
+        """The saved inputs; a composite's ``lower_saved`` lowers its own outer tensors."""
+        saved = super().saved_inputs
+        carrier = self._dispatch_carrier
+        if not self._in_vjp or carrier is None or self._ran_kernel:
+            return saved
+        definition = carrier_definition(type(carrier))
+        lower = definition.composite.lower_saved if definition and definition.composite else None
+        if lower is None:
+            return saved
+        cls = type(carrier)
+        return tuple(
+            _lowered(lower, carrier, x) if type(x) is Tensor and type(x._carrier) is cls else x
+            for x in saved
+        )
+
     def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
         """The central VJP of the definition: providers never supply gradient math."""
         vjp = self.definition.vjp
@@ -495,7 +515,19 @@ class DefinitionOperation(Operation):
             carrier = getattr(self._dispatch_carrier_class, "__name__", "?")
             msg = f"{self._operation_name} on {carrier}: the operation is not differentiable"
             raise NotImplementedError(msg)
-        return vjp(self, gradient)
+        self._in_vjp = True  # only the VJP's own reads lower (the engine's checks do not)
+        try:
+            return vjp(self, gradient)
+        finally:
+            self._in_vjp = False
+
+
+def _lowered(lower: Callable[[Any, Tensor], Tensor], carrier: Any, x: Tensor) -> Tensor:
+    """A saved outer tensor as the composite lowers it, keeping whether it wants a gradient."""
+    low = lower(carrier, x)
+    if x.requires_grad:
+        low.requires_grad = True
+    return low
 
 
 def _publish(
