@@ -1,0 +1,1 @@
+"""conveyor-metal: the Metal carrier, Apple GPU kernels written in TileLang."""
