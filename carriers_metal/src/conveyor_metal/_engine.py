@@ -10,9 +10,13 @@ run the very same engine with ``device="cpu"`` and the ``CLauncher``.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -51,15 +55,32 @@ def weak_scalar(value: Any, dtype: cv.DType) -> np.ndarray[Any, Any]:
         return np.array([number]).astype(dtype.numpy)
 
 
-class Engine:
-    """Kernel cache and launch for one device (``"mps"`` or ``"cpu"``) and one launcher."""
+@functools.cache
+def _kernels_version() -> str:
+    """A digest of the kernel modules and the TileLang version: the disk cache's namespace."""
+    import tilelang
 
-    def __init__(self, device: str, launcher: Launcher) -> None:
+    digest = hashlib.sha256(str(tilelang.__version__).encode())
+    for path in sorted((Path(__file__).parent / "kernels").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class Engine:
+    """Kernel cache and launch for one device (``"mps"`` or ``"cpu"``) and one launcher.
+
+    Lowered sources are cached in memory per (kernel key, layout class) and, when
+    ``cache_dir`` is given, on disk too (namespaced by a digest of the kernel modules and the
+    TileLang version), so a later process skips lowering.
+    """
+
+    def __init__(self, device: str, launcher: Launcher, cache_dir: Path | None = None) -> None:
         self.device = device
         self.launcher = launcher
+        self.cache_dir = cache_dir
         self._sources: dict[tuple[Any, Any], str] = {}
         self._lock = threading.Lock()
-        #: How many kernels were lowered (the cache tests count this).
+        #: How many kernels were lowered or read from disk (the cache tests count this).
         self.lowered = 0
 
     def source(self, key: Any, layout_class: Any, build: Callable[[], Any]) -> str:
@@ -67,14 +88,29 @@ class Engine:
         cache_key = (key, layout_class)
         source = self._sources.get(cache_key)
         if source is None:
-            from conveyor_metal.kernels._tile import lower
-
             with self._lock:
                 source = self._sources.get(cache_key)
                 if source is None:
-                    source = lower(build(), self.launcher.target)
+                    source = self._lower(cache_key, build)
                     self._sources[cache_key] = source
                     self.lowered += 1
+        return source
+
+    def _lower(self, cache_key: tuple[Any, Any], build: Callable[[], Any]) -> str:
+        from conveyor_metal.kernels._tile import lower
+
+        target = self.launcher.target
+        if self.cache_dir is None:
+            return lower(build(), target)
+        name = hashlib.sha256(repr((target, cache_key)).encode()).hexdigest()[:24]
+        path = self.cache_dir / _kernels_version() / f"{name}.{target}"
+        if path.exists():
+            return path.read_text()
+        source = lower(build(), target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        partial.write_text(source)
+        os.replace(partial, path)
         return source
 
     def empty(self, size: int, dtype: cv.DType) -> Any:
