@@ -28,14 +28,18 @@ def run_plan(
     options: cv.OperationExecutionOptions,
     inputs: Sequence[Any],
     carrier: str,
-) -> list[tuple[Any, tuple[int, ...]]]:
-    """Run an accepted plan; one (flat buffer, shape) per plan output."""
+) -> list[tuple[Any, cv.Layout]]:
+    """Run an accepted plan; one (flat buffer, result layout) per plan output."""
     from conveyor_metal._pointwise_call import pointwise_call
+    from conveyor_metal._reduction_call import reduction_call
     from conveyor_metal._surface import FAMILIES
 
     operands = [to_operand(value) for value in inputs]
     family = FAMILIES[plan.operation]
     if family in ("elementwise", "comparisons"):
-        return [pointwise_call(engine, plan, options, operands, carrier)]
+        buffer, shape = pointwise_call(engine, plan, options, operands, carrier)
+        return [(buffer, cv.Layout(shape))]
+    if family == "reductions":
+        return [reduction_call(engine, plan, options, operands[0], carrier)]
     msg = f"{plan.operation} on {carrier}: no kernel family {family!r}"  # pragma: no cover
     raise NotImplementedError(msg)

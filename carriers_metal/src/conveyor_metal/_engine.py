@@ -56,22 +56,19 @@ def weak_scalar(value: Any, dtype: cv.DType) -> np.ndarray[Any, Any]:
 
 
 @functools.cache
-def _kernels_version() -> str:
-    """A digest of the kernel modules and the TileLang version: the disk cache's namespace."""
+def _tilelang_version() -> str:
     import tilelang
 
-    digest = hashlib.sha256(str(tilelang.__version__).encode())
-    for path in sorted((Path(__file__).parent / "kernels").glob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return str(tilelang.__version__)
 
 
 class Engine:
     """Kernel cache and launch for one device (``"mps"`` or ``"cpu"``) and one launcher.
 
     Lowered sources are cached in memory per (kernel key, layout class) and, when
-    ``cache_dir`` is given, on disk too (namespaced by a digest of the kernel modules and the
-    TileLang version), so a later process skips lowering.
+    ``cache_dir`` is given, on disk too, addressed by the digest of the kernel's TIR text, the
+    target and the TileLang version: a changed kernel can never hit a stale entry, and a later
+    process skips lowering (building the TIR is cheap, lowering is not).
     """
 
     def __init__(self, device: str, launcher: Launcher, cache_dir: Path | None = None) -> None:
@@ -97,16 +94,19 @@ class Engine:
         return source
 
     def _lower(self, cache_key: tuple[Any, Any], build: Callable[[], Any]) -> str:
-        from conveyor_metal.kernels._tile import lower
+        from conveyor_metal.kernels._tile import dialect, lower
 
         target = self.launcher.target
+        with dialect(target):
+            function = build()
         if self.cache_dir is None:
-            return lower(build(), target)
-        name = hashlib.sha256(repr((target, cache_key)).encode()).hexdigest()[:24]
-        path = self.cache_dir / _kernels_version() / f"{name}.{target}"
+            return lower(function, target)
+        text = f"{target}\0{_tilelang_version()}\0{function.script()}"
+        name = hashlib.sha256(text.encode()).hexdigest()[:32]
+        path = self.cache_dir / f"{name}.{target}"
         if path.exists():
             return path.read_text()
-        source = lower(build(), target)
+        source = lower(function, target)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.part")
         partial.write_text(source)

@@ -36,6 +36,11 @@ FAMILIES: Final[dict[str, str]] = {
         )
     },
     **{name: "comparisons" for name in ("eq", "ne", "lt", "le", "logical_not", "select", "clamp")},
+    **{
+        name: "reductions"
+        for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin")
+    },
+    "cumsum": "reductions",
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})

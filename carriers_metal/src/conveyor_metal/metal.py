@@ -100,8 +100,8 @@ class MetalOperation(cv.Operation):
             options = cv.OperationExecutionOptions(name)
         results = run_plan(_engine(), plan, options, inputs, "Metal")
         tensors = tuple(
-            Tensor._wrap(Metal._from_buffer(buffer, dtype), cv.Layout(shape), dtype)
-            for (buffer, shape), dtype in zip(results, plan.outputs, strict=True)
+            Tensor._wrap(Metal._from_buffer(buffer, dtype), layout, dtype)
+            for (buffer, layout), dtype in zip(results, plan.outputs, strict=True)
         )
         return tensors if len(tensors) > 1 else tensors[0]
 

@@ -10,7 +10,9 @@ the compiled kernel; only the meta values change.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -22,10 +24,14 @@ __all__ = [
     "INT32_MAX",
     "LayoutClass",
     "classify",
+    "dialect",
     "lower",
+    "math",
+    "merge",
     "meta_values",
     "offset",
     "tl_dtype",
+    "walk",
 ]
 
 #: Threads per threadgroup of the elementwise and reduction kernels (a multiple of 32).
@@ -64,7 +70,7 @@ class LayoutClass:
         return self.rank + len(self.kinds) * (self.rank + 1)
 
 
-def _merge(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[Any, Any]:
+def merge(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[Any, Any]:
     """Merge adjacent axes every operand walks as one (fewer axes: cheaper index math)."""
     out_shape: list[int] = []
     out_strides: list[list[int]] = [[] for _ in strides]
@@ -92,7 +98,7 @@ def classify(
     Each operand layout must already have ``shape`` (broadcast axes with stride 0).
     """
     strides = [tuple(layout.strides) for layout in operands]
-    merged, merged_strides = _merge(shape, strides)
+    merged, merged_strides = merge(shape, strides)
     contiguous = cv.Layout(merged).strides if merged else ()
     kinds: list[str] = []
     for layout, walk in zip(operands, merged_strides, strict=True):
@@ -124,8 +130,6 @@ def meta_values(
 
 def offset(meta: Any, layout_class: LayoutClass, slot: int, i: Any) -> Any:
     """The element index operand ``slot`` reads for flat output index ``i`` (a TIR expr)."""
-    import tilelang.language as T
-
     rank = layout_class.rank
     base = rank + slot * (rank + 1)
     kind = layout_class.kinds[slot]
@@ -133,12 +137,74 @@ def offset(meta: Any, layout_class: LayoutClass, slot: int, i: Any) -> Any:
         return meta[base]
     if kind == "c":
         return meta[base] + i
-    position = meta[base]
+    return meta[base] + walk(meta, 0, base + 1, rank, i)
+
+
+def walk(meta: Any, shape_at: int, strides_at: int, rank: int, i: Any) -> Any:
+    """The element offset of row-major index ``i`` over ``rank`` axes read from ``meta``.
+
+    The axes' extents start at ``meta[shape_at]``, their strides at ``meta[strides_at]``. The
+    outermost axis needs no modulo: ``i`` is below the product of the extents.
+    """
+    import tilelang.language as T
+
+    if rank == 0:
+        return 0
+    position = 0
     rest = i
-    for axis in reversed(range(rank)):
-        position = position + T.truncmod(rest, meta[axis]) * meta[base + 1 + axis]
-        rest = T.truncdiv(rest, meta[axis])
-    return position
+    for axis in reversed(range(1, rank)):
+        position = position + T.truncmod(rest, meta[shape_at + axis]) * meta[strides_at + axis]
+        rest = T.truncdiv(rest, meta[shape_at + axis])
+    return position + rest * meta[strides_at]
+
+
+_DIALECT = threading.local()
+
+# The C target's names of the math functions (float32 versions; other dtypes go through them).
+_C_MATH: Final = {
+    "exp": "expf",
+    "exp2": "exp2f",
+    "log": "logf",
+    "log2": "log2f",
+    "sqrt": "sqrtf",
+    "sin": "sinf",
+    "cos": "cosf",
+    "tanh": "tanhf",
+    "floor": "floorf",
+    "ceil": "ceilf",
+    "round": "rintf",  # ties to even under the default rounding mode
+    "fmod": "fmodf",
+}
+
+
+@contextlib.contextmanager
+def dialect(target: str) -> Iterator[None]:
+    """Build kernels for ``target``: ``math`` spells its calls for that target inside."""
+    previous = getattr(_DIALECT, "target", "metal")
+    _DIALECT.target = target
+    try:
+        yield
+    finally:
+        _DIALECT.target = previous
+
+
+def math(name: str, *args: Any) -> Any:
+    """A math function call: TileLang's intrinsic for Metal, the libm call for the C target.
+
+    TileLang 0.1.15's C target leaves most float intrinsics (``exp``, ``floor``, ...)
+    unresolved, so the C twin of a kernel calls libm's float32 function by name and converts
+    around it; the Metal source keeps the intrinsic. This spelling is the only difference
+    between a kernel's Metal and C sources.
+    """
+    import tilelang.language as T
+
+    if getattr(_DIALECT, "target", "metal") != "c":
+        if name == "round":
+            return T.round(*args)
+        return getattr(T, name)(*args)
+    dtype = str(args[0].dtype)
+    wide = [T.cast(a, "float32") for a in args]
+    return T.cast(T.call_extern("float32", _C_MATH[name], *wide), dtype)
 
 
 # Bounds are established by the launcher (every offset lies in its buffer), so TileLang's

@@ -28,7 +28,7 @@ def _nan_extreme(pick: str, a: Any, b: Any, key: PointwiseKey) -> Any:
     T = _T()
     chosen = getattr(T, pick)(a, b)
     if key.compute.startswith(("float", "bfloat")):
-        return T.if_then_else(T.Or(a != a, b != b), a + b, chosen)
+        return T.if_then_else(T.Or(T.isnan(a), T.isnan(b)), a + b, chosen)
     return chosen
 
 

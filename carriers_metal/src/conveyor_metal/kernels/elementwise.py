@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from conveyor_metal.kernels._pointwise import PointwiseKey
+from conveyor_metal.kernels._tile import math as m
 
 __all__ = ["BODIES", "FLOAT_ONLY", "params"]
 
@@ -37,7 +38,8 @@ def _floating(key: PointwiseKey) -> bool:
 
 
 def _is_nan(x: Any) -> Any:
-    return x != x
+    # T.isnan, not x != x: the TIR simplifier may fold x != x to false.
+    return _T().isnan(x)
 
 
 def _abs(x: Any, dtype: str) -> Any:
@@ -71,8 +73,27 @@ def _rem(v: _Values, key: PointwiseKey) -> Any:
         # NumPy's integer remainder: the divisor's sign, and 0 for a zero divisor.
         safe = T.if_then_else(b == zero, _const(1, key.compute), b)
         return T.if_then_else(b == zero, zero, T.floormod(a, safe))
-    r = T.fmod(a, b)
+    r = m("fmod", a, b)
     return T.if_then_else(T.And(r != zero, (r < zero) != (b < zero)), r + b, r)
+
+
+def _pow(v: _Values, key: PointwiseKey) -> Any:
+    """``x ** y`` through ``exp2(y * log2|x|)`` with the real-power sign and zero rules.
+
+    Neither target's lowering of TileLang's ``pow`` is usable everywhere (the C target has
+    none), so the power is built from ``exp2`` and ``log2``: a negative base with an integral
+    exponent takes the exponent's parity, with a fractional one gives NaN; ``x ** 0`` is 1.
+    """
+    T = _T()
+    x, y = v
+    d = key.compute
+    zero, one = _const(0, d), _const(1, d)
+    magnitude = m("exp2", y * m("log2", _abs(x, d)))
+    integral = m("floor", y) == y
+    odd = T.And(integral, m("floor", y * _const(0.5, d)) * _const(2, d) != y)
+    signed = T.if_then_else(x < zero, T.if_then_else(odd, -magnitude, magnitude), magnitude)
+    real = T.if_then_else(T.And(x < zero, T.Not(integral)), _const(math.nan, d), signed)
+    return T.if_then_else(T.Or(y == zero, x == one), one, real)
 
 
 def _sign(v: _Values, key: PointwiseKey) -> Any:
@@ -83,9 +104,9 @@ def _sign(v: _Values, key: PointwiseKey) -> Any:
     return T.if_then_else(_is_nan(x), x, s) if _floating(key) else s
 
 
-def _integral(function: Callable[[Any], Any]) -> _Body:
+def _integral(name: str) -> _Body:
     def body(v: _Values, key: PointwiseKey) -> Any:
-        return function(v[0]) if _floating(key) else v[0]
+        return m(name, v[0]) if _floating(key) else v[0]
 
     return body
 
@@ -94,22 +115,22 @@ def _log1p(e: Any, dtype: str) -> Any:
     """``log(1 + e)`` accurate for tiny ``e``: ``log(u) * e / (u - 1)`` with ``u = 1 + e``."""
     T = _T()
     u = _const(1, dtype) + e
-    return T.if_then_else(u == _const(1, dtype), e, T.log(u) * e / (u - _const(1, dtype)))
+    return T.if_then_else(u == _const(1, dtype), e, m("log", u) * e / (u - _const(1, dtype)))
 
 
 def _expm1(x: Any, dtype: str) -> Any:
     """``exp(x) - 1`` accurate near 0: ``(u - 1) * x / log(u)`` with ``u = exp(x)``."""
     T = _T()
     one = _const(1, dtype)
-    u = T.exp(x)
-    middle = T.if_then_else(u - one == -one, -one, (u - one) * x / T.log(u))
+    u = m("exp", x)
+    middle = T.if_then_else(u - one == -one, -one, (u - one) * x / m("log", u))
     return T.if_then_else(u == one, x, middle)
 
 
 def _sigmoid(x: Any, dtype: str) -> Any:
     T = _T()
     one = _const(1, dtype)
-    e = T.exp(-_abs(x, dtype))
+    e = m("exp", -_abs(x, dtype))
     return T.if_then_else(x >= _const(0, dtype), one / (one + e), e / (one + e))
 
 
@@ -127,7 +148,7 @@ def _softplus(v: _Values, key: PointwiseKey) -> Any:
     T = _T()
     (x,) = v
     zero = _const(0, key.compute)
-    large = T.if_then_else(x > zero, x, zero) + _log1p(T.exp(-_abs(x, key.compute)), key.compute)
+    large = T.if_then_else(x > zero, x, zero) + _log1p(m("exp", -_abs(x, key.compute)), key.compute)
     return T.if_then_else(_is_nan(x), x, large)
 
 
@@ -146,7 +167,7 @@ def _erfc(x: Any, d: str) -> Any:
     poly = _const(_ERFC[-1], d)
     for c in reversed(_ERFC[:-1]):
         poly = _const(c, d) + t * poly
-    tail = t * T.exp(-x * x + poly)
+    tail = t * m("exp", -x * x + poly)
     return T.if_then_else(x >= _const(0, d), tail, _const(2, d) - tail)
 
 
@@ -170,7 +191,7 @@ def _gelu(v: _Values, key: PointwiseKey) -> Any:
         value = _const(0.5, d) * x * _erfc(-x * _const(math.sqrt(0.5), d), d)
         return T.if_then_else(_is_nan(x), x, _negative_limit(x, value, d))
     inner = _const(math.sqrt(2.0 / math.pi), d) * (x + _const(0.044715, d) * x * x * x)
-    value = _const(0.5, d) * x * (_const(1, d) + T.tanh(inner))
+    value = _const(0.5, d) * x * (_const(1, d) + m("tanh", inner))
     return _negative_limit(x, value, d)
 
 
@@ -197,7 +218,7 @@ def _leaky_relu(v: _Values, key: PointwiseKey) -> Any:
 
 def _unary(name: str) -> _Body:
     def body(v: _Values, key: PointwiseKey) -> Any:
-        return getattr(_T(), name)(v[0])
+        return m(name, v[0])
 
     return body
 
@@ -212,7 +233,7 @@ BODIES: Final[dict[str, _Body]] = {
     "mul": _mul,
     "elementwise_mul": _mul,
     "div": lambda v, key: v[0] / v[1],
-    "pow": _lazy(lambda T, v, key: T.pow(v[0], v[1])),
+    "pow": _pow,
     "maximum": _lazy(lambda T, v, key: _extreme(T.max, v[0], v[1], key)),
     "minimum": _lazy(lambda T, v, key: _extreme(T.min, v[0], v[1], key)),
     "rem": _rem,
@@ -221,16 +242,16 @@ BODIES: Final[dict[str, _Body]] = {
     "sign": _sign,
     "recip": lambda v, key: _const(1, key.compute) / v[0],
     "sqrt": _unary("sqrt"),
-    "rsqrt": _lazy(lambda T, v, key: _const(1, key.compute) / T.sqrt(v[0])),
+    "rsqrt": _lazy(lambda T, v, key: _const(1, key.compute) / m("sqrt", v[0])),
     "exp": _unary("exp"),
     "exp2": _unary("exp2"),
     "log": _unary("log"),
     "log2": _unary("log2"),
     "sin": _unary("sin"),
     "cos": _unary("cos"),
-    "floor": _lazy(lambda T, v, key: _integral(T.floor)(v, key)),
-    "ceil": _lazy(lambda T, v, key: _integral(T.ceil)(v, key)),
-    "round": _lazy(lambda T, v, key: _integral(T.round)(v, key)),
+    "floor": _integral("floor"),
+    "ceil": _integral("ceil"),
+    "round": _integral("round"),
     "relu": _relu,
     "sigmoid": lambda v, key: _sigmoid(v[0], key.compute),
     "tanh": _unary("tanh"),
