@@ -29,7 +29,9 @@ _TRANSCENDENTAL = frozenset(
 )
 
 
-def operand(values: np.ndarray[Any, Any], dtype: cv.DType, layout: cv.Layout | None = None) -> Operand:
+def operand(
+    values: np.ndarray[Any, Any], dtype: cv.DType, layout: cv.Layout | None = None
+) -> Operand:
     """``values`` as a flat CPU buffer; ``layout`` (default: contiguous) views it."""
     flat = _tensor(np.ascontiguousarray(values).reshape(-1), dtype)
     return Operand(flat, layout or cv.Layout(values.shape))
@@ -39,10 +41,15 @@ def values_of(op: Operand, dtype: cv.DType) -> np.ndarray[Any, Any]:
     """The logical values an operand views (for the Generic side)."""
     if op.layout.size == 0:
         return np.empty(op.layout.shape, dtype.numpy)
-    return _numpy(op.buffer.as_strided(op.layout.shape, op.layout.strides, op.layout.offset).contiguous(), dtype)
+    return _numpy(
+        op.buffer.as_strided(op.layout.shape, op.layout.strides, op.layout.offset).contiguous(),
+        dtype,
+    )
 
 
-def random_values(shape: tuple[int, ...], dtype: cv.DType, rng: np.random.Generator, name: str) -> np.ndarray[Any, Any]:
+def random_values(
+    shape: tuple[int, ...], dtype: cv.DType, rng: np.random.Generator, name: str
+) -> np.ndarray[Any, Any]:
     """Values for ``name`` in ``dtype``: in the function's domain, with special values mixed in."""
     size = math.prod(shape)
     if dtype.is_bool:
@@ -152,7 +159,9 @@ def reference(
     return result.numpy()
 
 
-def run(engine: Engine, plan: cv.OperationPlan, options: Any, operands: Sequence[Any]) -> np.ndarray[Any, Any]:
+def run(
+    engine: Engine, plan: cv.OperationPlan, options: Any, operands: Sequence[Any]
+) -> np.ndarray[Any, Any]:
     """The plan run through ``engine`` (results as NumPy, in the plan's output dtype)."""
     from conveyor_metal._calls import run_plan
 
@@ -163,7 +172,12 @@ def run(engine: Engine, plan: cv.OperationPlan, options: Any, operands: Sequence
 
 def assert_close(name: str, got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> None:
     """Equal shapes and dtypes; exact for bool/int, a dtype- and function-sized tolerance else."""
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape, got.dtype, want.dtype)
+    assert got.shape == want.shape and got.dtype == want.dtype, (
+        got.shape,
+        want.shape,
+        got.dtype,
+        want.dtype,
+    )
     if got.dtype.kind in "biu":
         np.testing.assert_array_equal(got, want)
         return
@@ -178,7 +192,9 @@ def assert_close(name: str, got: np.ndarray[Any, Any], want: np.ndarray[Any, Any
         rtol, atol = (1e-2, 1e-3) if name in _TRANSCENDENTAL else (1e-3, 1e-4)
     else:
         rtol, atol = (2e-5, 1e-6) if name in _TRANSCENDENTAL else (1e-6, 0.0)
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+    np.testing.assert_allclose(
+        got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+    )
 
 
 def plan_id(plan: cv.OperationPlan) -> str:

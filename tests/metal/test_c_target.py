@@ -90,8 +90,13 @@ _SHAPES = st.lists(st.sampled_from([0, 1, 2, 3, 7, 64, 65]), min_size=0, max_siz
 class TestShapesOnTheCTarget:
     """Broadcast pairs of any shape, with a transposed or offset first operand, match Generic."""
 
-    @settings(max_examples=15, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=15,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(
         name=st.sampled_from(["add", "mul", "maximum", "lt"]),
         dtype=st.sampled_from([cv.float32, cv.int32]),
@@ -100,7 +105,12 @@ class TestShapesOnTheCTarget:
         transpose=st.booleans(),
     )
     def test_broadcast_strided_pairs_match_generic(
-        self, engine: Engine, name: str, dtype: cv.DType, shape: tuple[int, ...], drop: int,
+        self,
+        engine: Engine,
+        name: str,
+        dtype: cv.DType,
+        shape: tuple[int, ...],
+        drop: int,
         transpose: bool,
     ) -> None:
         rng = np.random.default_rng(len(shape) * 10 + drop)
@@ -112,7 +122,7 @@ class TestShapesOnTheCTarget:
         if transpose and len(shape) >= 2:
             layout = cv.Layout(shape[::-1], offset=3).permute(tuple(reversed(range(len(shape)))))
         first = operand(base, dtype, layout)
-        second_shape = shape[min(drop, len(shape)):]
+        second_shape = shape[min(drop, len(shape)) :]
         second = operand(rng.integers(-9, 9, size=second_shape).astype(dtype.numpy), dtype)
         got = run(engine, plan, options, [first, second])
         want = reference(plan, options, [first, second])

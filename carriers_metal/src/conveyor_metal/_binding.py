@@ -69,7 +69,9 @@ class KernelBinding:
         for parameter in self.buffers:
             if parameter.name == name:
                 return parameter
-        msg = f"kernel {self.kernel} has no buffer {name!r}; it has {[b.name for b in self.buffers]}"
+        msg = (
+            f"kernel {self.kernel} has no buffer {name!r}; it has {[b.name for b in self.buffers]}"
+        )
         raise KeyError(msg)
 
 

@@ -96,12 +96,12 @@ def pointwise_call(
     result = engine.empty(size, output)
     if size == 0:
         return result, shape
-    present = [
-        (value, o) for value, o in zip(operands, plan.operands, strict=True) if o.convert_to
-    ]
-    placed = [
-        engine.operand(value, o.convert_to if o.weak else o.dtype, shape) for value, o in present
-    ]
+    present = [(value, o) for value, o in zip(operands, plan.operands, strict=True) if o.convert_to]
+    placed = []
+    for value, o in present:
+        stored = o.convert_to if o.weak else o.dtype
+        assert stored is not None  # present operands have a dtype
+        placed.append(engine.operand(value, stored, shape))
     layout_class, meta = classify(shape, [p.layout for p in placed])
     key = pointwise_key(plan, options)
     body = _bodies()[name]

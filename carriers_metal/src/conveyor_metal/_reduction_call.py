@@ -97,8 +97,12 @@ def reduction_call(
     keepdims = bool(getattr(options, "keepdims", False))
     result = _result_layout(name, shape, axes, keepdims, options.axis)
     kept = [a for a in range(len(shape)) if a not in axes]
-    kept_shape, (kept_strides,) = merge(tuple(shape[a] for a in kept), [tuple(strides[a] for a in kept)])
-    red_shape, (red_strides,) = merge(tuple(shape[a] for a in axes), [tuple(strides[a] for a in axes)])
+    kept_shape, (kept_strides,) = merge(
+        tuple(shape[a] for a in kept), [tuple(strides[a] for a in kept)]
+    )
+    red_shape, (red_strides,) = merge(
+        tuple(shape[a] for a in axes), [tuple(strides[a] for a in axes)]
+    )
     rows, cols = math.prod(kept_shape), math.prod(red_shape)
     if max(rows, cols, layout.span()[1]) > INT32_MAX:
         msg = f"{name} on {carrier}: more than 2**31 - 1 elements; split the tensor"

@@ -40,7 +40,8 @@ def torch_dtype(dtype: cv.DType) -> torch.dtype | None:
     import torch
 
     name = _TORCH_NAMES.get(dtype.name)
-    return None if name is None else getattr(torch, name)  # type: ignore[no-any-return]  # torch attributes are untyped here
+    stored: torch.dtype | None = None if name is None else getattr(torch, name)
+    return stored
 
 
 def _numpy(values: torch.Tensor, dtype: cv.DType) -> np.ndarray[Any, Any]:

@@ -5,7 +5,8 @@ Linux checks lower every one of them to MSL, check the source's syntax, and run 
 algorithm through the C target against Generic). The rule, per plan:
 
 - every tensor operand is ``float32``, ``float16``, ``int32`` or ``bool``, all tensor
-  operands of one call share that dtype (``select``'s condition is ``bool``), and weak Python scalars convert to it;
+  operands of one call share that dtype (``select``'s condition is ``bool``), and weak
+  Python scalars convert to it;
 - the compute and output dtypes are among those, or ``int64`` (index outputs, integer sums);
 - the name's family implements the compute kind (``pow`` only floating compute).
 

@@ -39,7 +39,7 @@ class PointwiseKey:
     params: tuple[Any, ...] = ()
 
 
-def symbol(key: Any, layout_class: LayoutClass) -> str:
+def symbol(key: Any, layout_class: Any) -> str:
     """A C-identifier kernel name unique to (key, layout class), readable in profiles."""
     digest = hashlib.sha256(repr((key, layout_class)).encode()).hexdigest()[:12]
     return f"cv_{key.name}_{digest}"

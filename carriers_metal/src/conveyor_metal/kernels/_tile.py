@@ -101,10 +101,10 @@ def classify(
     merged, merged_strides = merge(shape, strides)
     contiguous = cv.Layout(merged).strides if merged else ()
     kinds: list[str] = []
-    for layout, walk in zip(operands, merged_strides, strict=True):
-        if all(s == 0 for s in walk):
+    for steps in merged_strides:
+        if all(s == 0 for s in steps):
             kinds.append("s")
-        elif walk == contiguous:
+        elif steps == contiguous:
             kinds.append("c")
         else:
             kinds.append("g")

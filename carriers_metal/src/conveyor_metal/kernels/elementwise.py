@@ -269,7 +269,6 @@ BODIES: Final[dict[str, _Body]] = {
 FLOAT_ONLY: Final = frozenset({"pow"})
 
 
-
 def params(name: str, options: Any) -> tuple[Any, ...]:
     """The option values a name bakes into its kernel (part of the cache key)."""
     if name == "elu":
