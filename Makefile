@@ -17,11 +17,11 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DISTS))
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	# compat editable mode puts src/ on sys.path through a .pth file, which mypy can follow.
 	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat \
-		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test,metal]'
+		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test,demo,metal]'
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/conveyor doctor
+	$(BIN)/conveyor demo
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

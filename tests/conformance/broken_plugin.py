@@ -9,7 +9,19 @@ carrier in a subprocess. Every carrier computes through Generic and then breaks 
 - ``broken_eager``: forward allocates the result before the capability gate refuses;
 - ``broken_overclaim``: advertises a capability central planning never resolves, and a name
   the registry does not know;
-- ``broken_dependent``: a DependentCarrier, which the kit skips with a reason.
+- ``broken_dependent``: a DependentCarrier, which the kit cannot drive (so the run fails:
+  nothing was checked);
+- ``broken_mutating``: ``neg`` writes into its input through the carrier (a version bump);
+- ``broken_silent_mutation``: ``neg`` writes into its input's memory behind the version counter;
+- ``broken_aliasing``: integer ``floor`` returns its input's own carrier (right values, aliased);
+- ``broken_foreign_alloc``: ``add`` allocates a scratch Generic carrier before the gate refuses;
+- ``broken_large``: ``add`` is wrong only past 64 elements (a broken vector tail);
+- ``broken_gradient``: ``mul``'s backward doubles the gradient;
+- ``broken_indexing``: span export ignores the layout's offset (``x[1]`` reads row 0);
+- ``broken_moves``: its route to CPU flips the lowest bit of the last element.
+
+Every carrier above also implements the view names, ``backward`` (the central VJP over its own
+kernels) and span-copy routes to and from CPU, so what fails is its defect and its consequences.
 """
 
 from __future__ import annotations
@@ -20,8 +32,12 @@ from typing import Any, Self
 import numpy as np
 
 import conveyor as cv
+from conveyor.functional import VIEW_OPERATIONS
+from conveyor.gradients import vjp
+from conveyor.layout import view_layout
 from conveyor.plugins import hookimpl
 from conveyor.policy import enumerate_plans
+from conveyor.tensor import Tensor
 
 CONVEYOR_PLUGIN_API = "1.0"
 
@@ -71,13 +87,38 @@ class _Store(cv.Carrier):
             self._view(layout)[...] = values
 
     def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name in VIEW_OPERATIONS:
+            return _View()
         if operation_name not in self.operation_capabilities().names:
             return super()._dispatch_op(operation_name)
         return _ViaGeneric()
 
 
+class _View(cv.Operation):
+    """The view names as layout algebra over the input's own carrier (copies when needed)."""
+
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
+        (x,) = inputs
+        name = self._operation_name
+        assert name is not None
+        opts = options or cv.OperationExecutionOptions(name)
+        self._input_shape = x.shape
+        layout = view_layout(name, x.layout, opts, x.carrier.size)
+        if layout is None:  # only reshape / rearrange copy
+            values = np.ascontiguousarray(x.numpy()).reshape(opts.shape)
+            return cv.tensor(values, dtype=x.dtype, carrier=type(x.carrier))
+        return Tensor._wrap(x.carrier, layout, x.dtype)
+
+    def backward(self, gradient: Any) -> Any:
+        return (cv.reshape(gradient, shape=self._input_shape),)
+
+
 class _ViaGeneric(cv.Operation):
-    """Runs the call on Generic and brings the results back to the dispatch carrier's class."""
+    """Runs the call on Generic and brings the results back to the dispatch carrier's class;
+    backward is the central VJP, run on the dispatch carrier's own kernels."""
+
+    def backward(self, gradient: Any) -> Any:
+        return vjp(self, gradient)
 
     def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
         name = self._operation_name
@@ -153,6 +194,114 @@ class Tiered(cv.DependentCarrier):
     pass
 
 
+class _MutateInput(_ViaGeneric):
+    """Correct results, but the input is overwritten afterwards (through the carrier: versioned)."""
+
+    silent = False
+
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
+        result = super()._forward(*inputs, options=options)
+        x = inputs[0]
+        if x.size:
+            if self.silent:  # straight into the memory: the version counter never hears of it
+                x.carrier._array[x.layout.offset] += 1
+            else:
+                x.carrier.write(x.layout.offset, x.carrier.read(x.layout.offset) + 1)
+        return result
+
+
+class _MutateSilently(_MutateInput):
+    silent = True
+
+
+class Mutating(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _MutateInput() if operation_name == "neg" else super()._dispatch_op(operation_name)
+
+
+class SilentMutation(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name == "neg":
+            return _MutateSilently()
+        return super()._dispatch_op(operation_name)
+
+
+class _IdentityAlias(_ViaGeneric):
+    """Integer floor is the identity, so it returns the input itself: right values, aliased."""
+
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
+        (x,) = inputs
+        return Tensor._wrap(x.carrier, x.layout, x.dtype)
+
+
+class Aliasing(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name == "floor":
+            return _IdentityAlias()
+        return super()._dispatch_op(operation_name)
+
+
+class _ScratchFirst(_ViaGeneric):
+    def forward(self, *inputs: Any, options: Any = None, **unexpected: Any) -> Any:
+        from conveyor_generic import Generic
+
+        Generic.allocate(4, cv.float32)  # the bug: work before the checks, on another class
+        return super().forward(*inputs, options=options, **unexpected)
+
+
+class ForeignAlloc(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name == "add":
+            return _ScratchFirst()
+        return super()._dispatch_op(operation_name)
+
+
+class _WrongTail(_ViaGeneric):
+    """Right for up to 64 elements; past that the "vector tail" adds one."""
+
+    def _adjust(self, values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        if values.size > 64:
+            flat = values.reshape(-1).copy()
+            with np.errstate(all="ignore"):
+                flat[64:] = flat[64:] + np.ones((), values.dtype)
+            return flat.reshape(values.shape)
+        return values
+
+
+class LargeOnly(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _WrongTail() if operation_name == "add" else super()._dispatch_op(operation_name)
+
+
+class _DoubleGradient(_ViaGeneric):
+    def backward(self, gradient: Any) -> Any:
+        return tuple(None if g is None else g * 2.0 for g in vjp(self, gradient))
+
+
+class WrongGradient(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return (
+            _DoubleGradient() if operation_name == "mul" else super()._dispatch_op(operation_name)
+        )
+
+
+class BrokenIndexing(_Store):
+    def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
+        return self._view(cv.Layout(layout.shape, layout.strides, 0)).copy()  # offset dropped
+
+
+class BrokenMoves(_Store):
+    pass
+
+
+def _flip_last(source: cv.Tensor, destination: type[cv.Carrier], **options: Any) -> cv.Tensor:
+    values = np.ascontiguousarray(source.numpy()).copy()
+    if values.size:
+        raw = values.reshape(-1).view(np.uint8)
+        raw[-values.itemsize] ^= 1  # the lowest bit of the last element
+    return cv.tensor(values, dtype=source.dtype, carrier=destination)
+
+
 _FLOATS = (cv.float32, cv.float64)
 cv.register_operation_capabilities(
     OffByOne,
@@ -178,6 +327,28 @@ _FORGED = cv.OperationCapability(
 )
 _UNKNOWN = cv.OperationCapability("frobnicate", (), cv.float32, "none", None, (cv.float32,))
 cv.register_operation_capabilities(Overclaim, [*_capabilities("relu"), _FORGED, _UNKNOWN])
+_FLOAT_NEG = [cv.OperationCapability.from_plan(cv.resolve_plan("neg", d)) for d in _FLOATS]
+cv.register_operation_capabilities(Mutating, _FLOAT_NEG)
+cv.register_operation_capabilities(SilentMutation, _FLOAT_NEG)
+cv.register_operation_capabilities(
+    Aliasing, [cv.OperationCapability.from_plan(cv.resolve_plan("floor", cv.int32))]
+)
+cv.register_operation_capabilities(ForeignAlloc, [cv.OperationCapability.from_plan(_FLOAT_ADD)])
+_FLOAT_PAIRS = [(a, b) for a in _FLOATS for b in _FLOATS]
+cv.register_operation_capabilities(
+    LargeOnly,
+    [cv.OperationCapability.from_plan(cv.resolve_plan("add", a, b)) for a, b in _FLOAT_PAIRS],
+)
+cv.register_operation_capabilities(
+    WrongGradient,
+    [
+        cv.OperationCapability.from_plan(p)
+        for p in enumerate_plans("mul")
+        if p.compute in _FLOATS and all(o.dtype in _FLOATS for o in p.operands if not o.weak)
+    ],
+)
+cv.register_operation_capabilities(BrokenIndexing, _FLOAT_NEG)
+cv.register_operation_capabilities(BrokenMoves, _FLOAT_NEG)
 
 
 @hookimpl
@@ -188,4 +359,26 @@ def conveyor_carriers() -> Mapping[str, type]:
         "broken_eager": Eager,
         "broken_overclaim": Overclaim,
         "broken_dependent": Tiered,
+        "broken_mutating": Mutating,
+        "broken_silent_mutation": SilentMutation,
+        "broken_aliasing": Aliasing,
+        "broken_foreign_alloc": ForeignAlloc,
+        "broken_large": LargeOnly,
+        "broken_gradient": WrongGradient,
+        "broken_indexing": BrokenIndexing,
+        "broken_moves": BrokenMoves,
     }
+
+
+@hookimpl
+def conveyor_move_routes() -> list[cv.MoveRoute]:
+    """Span-copy routes to and from CPU for every carrier here; BrokenMoves' routes corrupt."""
+    from conveyor.move import span_copy
+    from conveyor_generic import CPU
+
+    routes = []
+    for cls in _Store.__subclasses__():
+        copy = _flip_last if cls is BrokenMoves else span_copy
+        routes.append(cv.MoveRoute(source=cls, destination=CPU, copy=copy))
+        routes.append(cv.MoveRoute(source=CPU, destination=cls, copy=copy))
+    return routes

@@ -446,14 +446,15 @@ class TestGradients:
         with pytest.raises(RuntimeError, match="modified in place after forward"):
             out.backward(vendor([1.0, 1.0]))
 
-    def test_add_saves_nothing_to_check(self) -> None:
-        """add's VJP reads no operand values, so writing an operand after forward is fine."""
+    def test_add_checks_saved_operands_like_the_definition_free_path(self) -> None:
+        """Every tensor operand of a differentiable name is version-checked, as Generic does."""
         x, y = vendor([1.0, 2.0]), vendor([3.0, 4.0])
         x.requires_grad = True
         out = cv.add(x, y)
         y.carrier.write(0, 9.0)
-        out.backward(vendor([1.0, 1.0]))
-        assert x.grad is not None
+        with pytest.raises(RuntimeError, match="add on Vendor: a tensor saved for backward"):
+            out.backward(vendor([1.0, 1.0]))
+        assert x.grad is None
 
 
 class TestDefineOperation:

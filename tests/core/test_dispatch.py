@@ -138,6 +138,32 @@ class TestEveryDispatchReturnsAFreshOperation:
         with pytest.raises(RuntimeError, match="forward was already called"):
             op.forward(a, b)
 
+    @pytest.mark.parametrize(
+        ("refused_call", "error", "pattern"),
+        [
+            (
+                lambda op, a, b: op.forward(a, b, options=cv.OperationExecutionOptions("neg")),
+                ValueError,
+                "options were validated for 'neg'",
+            ),
+            (lambda op, a, b: op.forward(a, b, axis=0), TypeError, "unexpected keyword"),
+            (lambda op, a, b: op.forward(a), TypeError, r"expected 2 operand\(s\)"),
+            (lambda op, a, b: op.forward(a, "b"), TypeError, "operands must be Tensors"),
+        ],
+        ids=["options-validation", "unexpected-keyword", "plan-arity", "plan-operand"],
+    )
+    def test_forward_refused_first_call_still_consumes_operation(
+        self, refused_call: typing.Any, error: type[Exception], pattern: str
+    ) -> None:
+        """A first forward refused before running still consumes the operation."""
+        a, b = _pair()
+        op = a.carrier.dispatch_op("add")
+        with pytest.raises(error, match=pattern):
+            refused_call(op, a, b)
+        with pytest.raises(RuntimeError, match="forward was already called"):
+            op.forward(a, b)
+        assert op.plan is None
+
     def test_undispatched_operation_forward_type_error(self) -> None:
         """An Operation built directly, never dispatched, cannot run."""
         a, b = _pair()

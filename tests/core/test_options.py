@@ -423,8 +423,13 @@ class TestWrongTypeRefusal:
         )
 
     @pytest.mark.parametrize("value", ["float64", np.float64, np.dtype("float64")])
+    def test_dtype_name_accumulator_accepted_as_the_dtype(self, value: Any) -> None:
+        """A dtype name or NumPy dtype is accepted wherever a dtype is, resolved to the DType."""
+        assert opts("matmul", accumulator_dtype=value).accumulator_dtype is dt.float64
+
+    @pytest.mark.parametrize("value", ["float65", 3, object()])
     def test_non_dtype_accumulator_points_to_lookup(self, value: Any) -> None:
-        """A dtype name or NumPy dtype is refused with a pointer to conveyor.dtype()."""
+        """A value naming no dtype is refused with a pointer to conveyor.dtype()."""
         with pytest.raises(TypeError) as info:
             opts("matmul", accumulator_dtype=value)
         assert str(info.value) == (

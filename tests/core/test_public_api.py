@@ -139,6 +139,7 @@ PLUGIN_NAMES = [
     "PluginError",
     "PluginUnavailable",
     "PluginConflictWarning",
+    "PluginBrokenWarning",
     "ENVIRONMENT_VARIABLES",
     "PLUGIN_API_VERSION",
     "hookimpl",

@@ -10,7 +10,7 @@ numeric gradient check lives in ``tests/generic/gradcheck.py``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import ml_dtypes
@@ -24,6 +24,15 @@ import conveyor as cv
 from conveyor import functional as F
 from conveyor.dtypes import CONCRETE_DTYPES, from_numpy
 from conveyor.policy import enumerate_plans
+
+# The references live in the conformance kit; the conversion helpers are re-exported here for
+# the tests that size tolerances with them.
+from conveyor_testkit._reference import (  # noqa: F401
+    converted,
+    elementwise,
+    ref_convert,
+    reference,
+)
 
 # Deterministic, modest and database-free: the suite must run the same way everywhere and fit
 # its time budget. Override max_examples per test where a case is expensive.
@@ -290,54 +299,6 @@ def sum_atol(terms: np.ndarray[Any, Any], count: int, dtype: cv.DType | None) ->
         return 2 * max(count, 1) * eps * np.nan_to_num(np.abs(terms), posinf=0.0)
 
 
-# -- reference conversions --------------------------------------------------------------------
-
-
-def ref_convert(value: Any, target: cv.DType | None) -> Any:
-    """An operand converted to ``target`` the way NumPy casts (integers wrap)."""
-    if value is None or target is None:
-        return None
-    with np.errstate(all="ignore"):
-        if isinstance(value, np.ndarray):
-            return value.astype(target.numpy)
-        if target.is_integer:
-            bits = target.bits
-            wrapped = int(value) % (1 << bits)
-            if target.kind == "signed_integer" and wrapped >= 1 << (bits - 1):
-                wrapped -= 1 << bits
-            return np.array(wrapped, dtype=target.numpy)
-        try:
-            return np.array(value).astype(target.numpy)
-        except OverflowError:  # a Python int beyond float64
-            return np.array(math.copysign(math.inf, value)).astype(target.numpy)
-
-
-def wide(value: Any) -> Any:
-    """Floating values as float64 and complex as complex128 (the reference's working dtypes)."""
-    if value is None:
-        return None
-    if value.dtype.kind == "c":
-        return value.astype(np.complex128)
-    if value.dtype.kind == "f" or value.dtype == ml_dtypes.bfloat16:
-        return value.astype(np.float64)
-    return value
-
-
-def converted(plan: cv.OperationPlan, operands: Sequence[Any]) -> list[Any]:
-    return [ref_convert(v, o.convert_to) for v, o in zip(operands, plan.operands, strict=True)]
-
-
-def elementwise(fn: Callable[..., Any]) -> Callable[[cv.OperationPlan, Sequence[Any]], Any]:
-    """Reference of an elementwise name: convert per plan, widen floats, apply, round once."""
-
-    def apply(plan: cv.OperationPlan, operands: Sequence[Any]) -> Any:
-        args = [wide(v) for v in converted(plan, operands)]
-        with np.errstate(all="ignore"):
-            return np.asarray(fn(*args)).astype(plan.outputs[0].numpy)
-
-    return apply
-
-
 def check(
     carrier: type,
     name: str,
@@ -347,7 +308,6 @@ def check(
     atol: Any = 0.0,
 ) -> cv.OperationPlan:
     """Run ``name`` on ``carrier`` and compare every output with the reference; return the plan."""
-    from tests.generic.reference import reference  # reference builds on this module
 
     plan = resolve(name, operands, fields)
     actual = run(carrier, name, operands, fields)

@@ -276,6 +276,15 @@ class TestZeroCopy:
         assert np.shares_memory(strided, buffer_of(t))
         np.testing.assert_array_equal(strided, np.arange(6.0).reshape(2, 3).T)
 
+    @pytest.mark.parametrize("source", [[1, 2], 3.0, "abc"])
+    def test_from_dlpack_non_producer_type_error(self, source: Any) -> None:
+        """from_dlpack refuses what is not a DLPack producer with TypeError, as documented."""
+        with pytest.raises(TypeError) as info:
+            from_dlpack(source)
+        assert str(info.value).startswith(
+            f"from_dlpack: {type(source).__name__} is not a DLPack producer (no __dlpack__); "
+        )
+
     def test_from_dlpack_of_numpy_shares_memory(self) -> None:
         source = np.arange(12, dtype=np.float32).reshape(3, 4)
         t = from_dlpack(source)

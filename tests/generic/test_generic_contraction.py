@@ -17,6 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
 from conveyor_generic import Generic
+from conveyor_testkit._reference import wide
 from tests.generic.oracle import (
     HYPOTHESIS,
     arrays,
@@ -25,7 +26,6 @@ from tests.generic.oracle import (
     resolve,
     run,
     sum_atol,
-    wide,
 )
 from tests.generic.reference import conv_reference
 

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from numpy.exceptions import AxisError
 
 import conveyor as cv
-from conveyor_generic import Generic
+from conveyor_generic import CPU, Generic
+from conveyor_testkit._reference import wide
 from tests.generic.oracle import (
     HYPOTHESIS,
     arrays,
@@ -25,7 +27,6 @@ from tests.generic.oracle import (
     run,
     shapes,
     sum_atol,
-    wide,
 )
 
 
@@ -140,9 +141,25 @@ class TestRefusals:
         with pytest.raises(ValueError, match=r"topk on Generic: k=4 is larger than axis 0"):
             run(Generic, "topk", [x], {"k": 4})
 
-    def test_axis_out_of_range_is_an_index_error(self) -> None:
-        with pytest.raises(IndexError, match=r"reduce_sum on Generic: axis 2 is out of range"):
-            run(Generic, "reduce_sum", [np.zeros((2, 2))], {"axis": 2})
+    @pytest.mark.parametrize("carrier", [Generic, CPU], ids=["Generic", "CPU"])
+    @pytest.mark.parametrize(
+        ("name", "options", "hint"),
+        [
+            ("reduce_sum", {"axis": 2}, "pass axes in [-2, 2)"),
+            ("argmax", {"axis": -3}, "pass an axis in [-2, 2)"),
+        ],
+    )
+    def test_axis_out_of_range_is_an_axis_error_naming_axis_and_rank(
+        self, carrier: Any, name: str, options: dict[str, Any], hint: str
+    ) -> None:
+        """An axis beyond the rank raises NumPy's AxisError (an IndexError) naming both."""
+        axis = options["axis"]
+        with pytest.raises(AxisError) as info:
+            run(carrier, name, [np.zeros((2, 2))], options)
+        assert isinstance(info.value, IndexError)
+        assert str(info.value) == (
+            f"{name} on {carrier.__name__}: axis {axis} is out of range for 2 axes; {hint}"
+        )
 
     def test_accumulator_for_integer_plans_is_refused(self) -> None:
         with pytest.raises(TypeError, match="accumulator_dtype"):

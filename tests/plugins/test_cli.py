@@ -97,14 +97,16 @@ class TestPluginsCommand:
             "VERSION",
             "STATE",
             "CARRIERS",
+            "LOAD",
             "ERROR",
         ]
         assert lines[1].split()[:4] == ["bad", "cvt-bad", "1.0", "broken"]
         assert "raised ValueError: boom" in lines[1] and "second line" not in out
         assert lines[2].split()[:4] == ["gpu", "cvt-gpu", "1.0", "unavailable"]
         assert lines[3].split()[:5] == ["showcase", "cvt-showcase", "3.1", "loaded", "composite,"]
-        assert len(lines) == 4
-        assert len(_column(lines, "STATE")) == 1
+        assert len(lines) == 6  # the table, a blank line and the slowest loads
+        assert lines[5].startswith("slowest plugin loads: ")
+        assert len(_column(lines[:4], "STATE")) == 1
 
     def test_json_has_every_field(
         self, mixed: PluginEnvironment, capsys: pytest.CaptureFixture[str]
@@ -119,6 +121,8 @@ class TestPluginsCommand:
         assert bad["state"] == "broken" and "ValueError: boom" in bad["traceback"]
         assert bad["entry_point"] == mixed.module_name("bad")
         assert gpu["state"] == "unavailable"
+        assert all(isinstance(p["load_seconds"], float) for p in document["plugins"])
+        assert showcase.pop("load_seconds") >= 0.0
         assert showcase == {
             "name": "showcase",
             "distribution": "cvt-showcase",

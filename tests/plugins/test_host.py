@@ -128,6 +128,7 @@ class TestPublicSurface:
         [
             "ENVIRONMENT_VARIABLES",
             "PLUGIN_API_VERSION",
+            "PluginBrokenWarning",
             "PluginConflictWarning",
             "PluginError",
             "PluginHost",
@@ -171,6 +172,8 @@ class TestPublicSurface:
         assert issubclass(PluginUnavailable, RuntimeError)
         assert not issubclass(PluginUnavailable, PluginError)
         assert issubclass(PluginConflictWarning, ConveyorWarning)
+        assert issubclass(conveyor.plugins.PluginBrokenWarning, ConveyorWarning)
+        assert conveyor.plugins.PluginBrokenWarning.__module__ == "conveyor.plugins"
         assert issubclass(ConveyorWarning, UserWarning)
         assert ConveyorWarning.__module__ == "conveyor"
         assert PluginConflictWarning.__module__ == "conveyor.plugins"

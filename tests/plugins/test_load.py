@@ -34,9 +34,17 @@ class TestLoaded:
     def test_collection_hooks_are_gathered_in_plugin_order(
         self, plugin_env: PluginEnvironment
     ) -> None:
-        """Definitions, kernel packs and routes are collected per plugin, in listing order."""
+        """Definitions and routes are collected per plugin, in listing order."""
         source = """
         import conveyor as cv
+
+
+        class {name}_a(Carrier):
+            pass
+
+
+        class {name}_b(Carrier):
+            pass
 
 
         @hookimpl
@@ -44,19 +52,23 @@ class TestLoaded:
             return [cv.OperationDefinition(name="{name}.op", roles=("input",), resolve=print)]
 
         @hookimpl
-        def conveyor_kernel_packs():
-            return ("{name}-pack",)
-
-        @hookimpl
         def conveyor_move_routes():
-            return iter(["{name}-route1", "{name}-route2"])
+            return iter([
+                cv.MoveRoute(source={name}_a, destination={name}_b, copy=print),
+                cv.MoveRoute(source={name}_b, destination={name}_a, copy=print),
+            ])
         """
         plugin_env.plugin("beta", source.format(name="beta"))
         plugin_env.plugin("alpha", source.format(name="alpha"))
         host = plugin_env.host()
         assert [d.name for d in host.operation_definitions()] == ["alpha.op", "beta.op"]
-        assert host.kernel_packs() == ("alpha-pack", "beta-pack")
-        assert host.move_routes() == ("alpha-route1", "alpha-route2", "beta-route1", "beta-route2")
+        routes = [f"{r.source.__name__}->{r.destination.__name__}" for r in host.move_routes()]
+        assert routes == [
+            "alpha_a->alpha_b",
+            "alpha_b->alpha_a",
+            "beta_a->beta_b",
+            "beta_b->beta_a",
+        ]
 
     def test_module_attribute_entry_point_reads_api_from_module(
         self, plugin_env: PluginEnvironment
@@ -352,9 +364,9 @@ class TestObservers:
         assert observed == []
         (watch,) = host.observers()
         assert watch.__module__ == module
-        assert observed == [watch]
+        assert [guard.observer for guard in observed] == [watch]  # type: ignore[attr-defined]
         host.refresh()
-        assert observed == [watch]
+        assert [guard.observer for guard in observed] == [watch]  # type: ignore[attr-defined]
         assert host.observers() == (watch,)
 
     def test_non_callable_observer_is_broken(

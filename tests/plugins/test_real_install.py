@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import site
 import subprocess
-import sys
 import textwrap
-import venv
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import conveyor
+from .fresh_venv import fresh_venv
 
 pytestmark = pytest.mark.slow
 
@@ -160,36 +157,7 @@ def environment(tmp_path_factory: pytest.TempPathFactory) -> _Environment:
         _write_distribution(sources, dist, entry, source)
         for dist, (entry, source) in _DISTRIBUTIONS.items()
     ]
-    venv.create(root / "venv", with_pip=False, symlinks=os.name != "nt")
-    python = root / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    # addsitedir (not a bare path line) so the outer environment's own .pth files run too:
-    # that is how an editable conveyor-core install puts core/src on sys.path.
-    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    lines = [f"import site; site.addsitedir({p!r})" for p in outer]
-    lines.append(str(Path(conveyor.__file__).resolve().parents[1]))
-    Path(purelib, "_conveyor_outer.pth").write_text("\n".join(lines) + "\n")
-    install = [
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        str(python),
-        "install",
-        "--quiet",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-index",
-        "--disable-pip-version-check",
-        *map(str, folders),
-    ]
-    done = subprocess.run(install, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"pip install failed:\n{done.stdout}\n{done.stderr}"
+    python = fresh_venv(root, folders)
     return _Environment(python)
 
 

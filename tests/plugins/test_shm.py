@@ -90,15 +90,37 @@ class TestCentralDefinitions:
         assert out.dtype is cv.int32 and out.numpy().tolist() == [-2]
         assert cv.reduce_sum(x).dtype is cv.int64
 
-    def test_unadvertised_plan_is_refused_by_the_gate(self) -> None:
-        """A complex plan has no kernel, so the gate refuses it before any allocation."""
-        x = shm([1.0], cv.complex64)
-        with pytest.raises(cv.UnsupportedOperationPlan, match="add on SharedMemoryCarrier"):
-            cv.add(x, x)
+    def test_every_cpu_plan_is_advertised(self) -> None:
+        """shm advertises every plan CPU has (issue 10: the whole surface)."""
+        cpu = cv.definition_capabilities(CPU)
+        ours = cv.definition_capabilities(SharedMemoryCarrier)
+        assert cpu.names <= ours.names and all(ours.supports(c) for c in cpu)
+
+    @pytest.mark.parametrize(
+        ("label", "compute"),
+        [
+            ("index", lambda t: t[0]),
+            ("sub scalar", lambda t: t - 1),
+            ("true division", lambda t: t / 2),
+            ("exp", lambda t: t.exp()),
+            ("sort", lambda t: cv.sort(t, axis=-1)[0]),
+            ("gather", lambda t: cv.gather(t, t.astype(cv.int64) * 0, axis=1)),
+        ],
+        ids=lambda v: v if isinstance(v, str) else "",
+    )
+    def test_formerly_refused_calls_match_cpu(self, label: str, compute: object) -> None:
+        """``s[0]``, ``s - 1`` and ``s / 2`` used to fail on shm; now they give CPU's values."""
+        data = [[1.5, -2.0, 3.0], [0.0, 4.0, -1.0]]
+        assert callable(compute)
+        got = compute(shm(data))
+        want = compute(cv.tensor(data, cv.float32, carrier=CPU))
+        assert type(got.carrier) is SharedMemoryCarrier
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
 
     def test_unknown_name_refused(self) -> None:
-        with pytest.raises(NotImplementedError, match="exp on SharedMemoryCarrier"):
-            cv.exp(shm([1.0]))
+        with pytest.raises(NotImplementedError, match="frobnicate on SharedMemoryCarrier"):
+            shm([1.0]).carrier.dispatch_op("frobnicate")
 
 
 class TestGradients:

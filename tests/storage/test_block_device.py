@@ -80,6 +80,37 @@ class TestCreateImage:
         with pytest.raises(ValueError, match=r"not a Conveyor block image.*create_image"):
             BlockDevice(tmp_path / "plain")
 
+    @pytest.mark.parametrize(
+        ("field", "at", "value"),
+        [
+            ("logical_block_size", 24, 0),
+            ("logical_block_size", 24, 3),
+            ("physical_block_size", 28, 3),
+            ("capacity", 32, 0),
+        ],
+    )
+    def test_corrupt_header_field_is_refused_on_open(
+        self, tmp_path: Path, field: str, at: int, value: int
+    ) -> None:
+        """A header whose block size is 0 or 3 (or capacity 0) is a ValueError naming the field;
+        the image is left as it was."""
+        BlockDevice.create_image(tmp_path / "a.img", 16384).close()
+        raw = bytearray((tmp_path / "a.img").read_bytes())
+        width = 8 if field == "capacity" else 4
+        raw[at : at + width] = value.to_bytes(width, "little")
+        (tmp_path / "a.img").write_bytes(bytes(raw))
+        with pytest.raises(
+            ValueError, match=rf"header of .*a\.img' is corrupt: {field} is {value}"
+        ):
+            BlockDevice(tmp_path / "a.img")
+        assert (tmp_path / "a.img").read_bytes() == bytes(raw)
+
+    def test_fifo_is_neither_device_nor_image(self, tmp_path: Path) -> None:
+        """A FIFO is refused at once (open O_RDWR never waits for a peer)."""
+        os.mkfifo(tmp_path / "pipe")
+        with pytest.raises(ValueError, match="neither a block device nor a block image"):
+            BlockDevice(tmp_path / "pipe")
+
     def test_device_is_a_resource_not_a_carrier(self, device: BlockDevice) -> None:
         """Scenario: Allocate through a block device resource."""
         assert not isinstance(device, cv.Carrier)

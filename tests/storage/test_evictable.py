@@ -158,6 +158,33 @@ class TestEvictPromote:
         assert t.carrier.secondary is given
         assert np.fromfile(given.path, "<f4").tolist() == [1.0, 2.0, 3.0]
 
+    def test_files_being_written_are_hidden_partial_files_until_commit(
+        self, make: Make, tmp_path: Path
+    ) -> None:
+        """In place or into a fresh sibling, the file is .partial during the copy, final after."""
+        seen: list[list[str]] = []
+
+        class Watched(ArrayCarrier):
+            def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
+                seen.append(sorted(p.name for p in tmp_path.iterdir()))
+                return super()._export(layout)
+
+        t = make([1.0, 2.0], primary_class=Watched)
+        ev = t.carrier
+        final = Path(ev.secondary.path)
+        ev.evict()  # in place: the given secondary is renamed while it is overwritten
+        assert seen[-1] == [f".{final.name}.partial"]
+        assert [p.name for p in tmp_path.iterdir()] == [final.name]
+        assert ev.secondary.path == str(final)
+        ev.promote()
+        t[0] = 5.0
+        ev.evict()  # copy-on-write: the fresh sibling is hidden until it replaces the old file
+        hidden, old = seen[-1]  # sorted: the hidden name first
+        assert hidden.startswith(".conveyor-") and hidden.endswith(".partial")
+        assert old == final.name
+        assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+        assert np.fromfile(ev.secondary.path, "<f4").tolist() == [5.0, 2.0]
+
     def test_unchanged_data_is_not_written_again(self, make: Make) -> None:
         """Promote then evict with no write in between reuses the committed copy."""
         t = make([1.0, 2.0])

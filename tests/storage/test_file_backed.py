@@ -154,6 +154,48 @@ class TestOpen:
         with pytest.raises(FileNotFoundError):
             FileBacked.open(tmp_path / "absent.bin", cv.float32)
 
+    def test_truncated_file_refused_naming_the_path_and_both_sizes(self, tmp_path: Path) -> None:
+        """open(size=) of a file shorter than declared: ValueError, nothing opened."""
+        path = tmp_path / "data.bin"
+        np.arange(8, dtype="<f4").tofile(path)
+        os.truncate(path, 12)
+        with pytest.raises(
+            ValueError, match=r"data\.bin' holds 12 bytes but 8 float32 slots need 32"
+        ):
+            FileBacked.open(path, cv.float32, size=8)
+        assert path.stat().st_size == 12  # never regrown
+        assert FileBacked.open(path, cv.float32, size=3).size == 3
+
+    def test_size_must_be_an_int(self, tmp_path: Path) -> None:
+        """A non-int size is a TypeError before the file is opened."""
+        path = tmp_path / "data.bin"
+        path.write_bytes(bytes(8))
+        with pytest.raises(TypeError, match="open on FileBacked: size must be an int"):
+            FileBacked.open(path, cv.float32, size="2")  # type: ignore[arg-type]
+
+    def test_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
+        """A FIFO with no writer is refused at once (in a child, killed if it blocks)."""
+        fifo = tmp_path / "pipe"
+        os.mkfifo(fifo)
+        script = textwrap.dedent(
+            f"""
+            import conveyor as cv
+            from conveyor_storage import FileBacked
+            try:
+                FileBacked.open({str(fifo)!r}, cv.float32)
+            except ValueError as exc:
+                print(exc)
+            """
+        )
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("FileBacked.open blocked on a FIFO")
+        assert out.returncode == 0, out.stderr
+        assert "pipe' is not a regular file (a FIFO" in out.stdout
+
     def test_abstract_dtype_is_type_error(self, tmp_path: Path) -> None:
         """Opening with a category is refused like allocation."""
         path = tmp_path / "data.bin"
@@ -185,10 +227,9 @@ class TestStorage:
         assert Path(t.carrier.path).read_bytes() == b"\x80\x3f\x00\xc0"
 
     def test_large_contiguous_import_goes_through_pwrite(self, tmp_path: Path) -> None:
-        """A multi-megabyte span written in one call lands in the file and the mapping alike."""
+        """A multi-megabyte span written in one call lands in the file and reads back."""
         values = np.arange(1 << 20, dtype=np.float32)
         carrier = FileBacked.allocate(values.size + 3, cv.float32, directory=tmp_path)
-        cv.Tensor(carrier).numpy()  # map first: the mapping must see the pwrite
         carrier.import_span(cv.Layout((values.size,), None, 3), values)
         assert np.array_equal(cv.Tensor(carrier).numpy()[3:], values)
         on_disk = np.fromfile(carrier.path, "<f4")
@@ -202,15 +243,15 @@ class TestStorage:
         assert cv.Tensor(carrier).numpy().tolist() == [5, 7, 0, 8, 0, 9]
         assert carrier.version == 2
 
-    def test_export_is_a_read_only_zero_copy_view(self, tmp_path: Path) -> None:
-        """Exports are read-only views of the mapping that survive release."""
+    def test_export_is_a_read_only_snapshot_that_survives_release(self, tmp_path: Path) -> None:
+        """Exports are read-only copies read from the file: later writes and release leave them."""
         t = _tensor(np.arange(4.0), cv.float64, tmp_path)
         view = t.numpy()
         assert not view.flags.writeable
         t.carrier.write(1, 10.0)
-        assert view[1] == 10.0
+        assert view[1] == 1.0 and t.numpy()[1] == 10.0
         t.carrier.release()
-        assert view.tolist() == [0.0, 10.0, 2.0, 3.0]
+        assert view.tolist() == [0.0, 1.0, 2.0, 3.0]
 
     def test_release_deletes_created_file_and_is_idempotent(self, tmp_path: Path) -> None:
         """release() deletes the file allocate created; a second release does nothing."""
@@ -224,10 +265,10 @@ class TestStorage:
         ):
             carrier.export_span(cv.Layout((3,)))
 
-    def test_flush_syncs_the_mapping_and_the_file(
+    def test_flush_syncs_the_file_and_its_directory(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """flush() msyncs mapped writes and fsyncs the file and its directory."""
+        """flush() fsyncs the file and its directory."""
         carrier = FileBacked.allocate(3, cv.float32, directory=tmp_path)
         carrier.write(2, 4.0)
         synced: list[int] = []

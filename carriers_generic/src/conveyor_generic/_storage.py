@@ -48,6 +48,8 @@ class ArrayStorage(cv.Carrier):
 
     _array: np.ndarray[Any, Any]
     _dt: cv.DType
+    # (buffer, read-only alias of it) behind exports: a tuple, replaced atomically.
+    _read_only: tuple[np.ndarray[Any, Any] | None, np.ndarray[Any, Any] | None] = (None, None)
 
     @classmethod
     def _allocate(cls, size: int, dtype: cv.DType, **kwargs: Any) -> Self:
@@ -92,11 +94,22 @@ class ArrayStorage(cv.Carrier):
         self._array[index] = value
 
     def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
-        return self.view(layout)
+        """A view over a read-only alias of the buffer (zero copy).
+
+        NumPy refuses ``flags.writeable = True`` on such a view, so no write through an export
+        can bypass the version counter that guards what autograd saved for backward.
+        """
+        flat, alias = self._read_only
+        if flat is not self._array or alias is None:
+            flat = self._array
+            alias = np.frombuffer(flat.view(np.uint8).data.toreadonly(), flat.dtype)
+            self._read_only = (flat, alias)
+        return strided_view(alias, layout)
 
     def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
         strided_view(self._array, layout)[...] = values
 
     def _release(self) -> None:
+        self._read_only = (None, None)  # the alias would keep the buffer alive
         # A fresh empty array, not a slice: a slice would keep the whole buffer alive.
         self._array = np.empty(0, self._array.dtype)

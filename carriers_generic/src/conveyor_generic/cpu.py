@@ -141,6 +141,13 @@ def from_dlpack(source: Any) -> Tensor:
             (bfloat16 through DLPack, for instance); move or cast it first.
         TypeError: ``source`` is not a DLPack producer.
     """
+    if not hasattr(source, "__dlpack__"):
+        msg = (
+            f"from_dlpack: {type(source).__name__} is not a DLPack producer (no __dlpack__); "
+            f"pass a NumPy array, a PyTorch CPU tensor or another DLPack exporter, or build "
+            f"the tensor with cv.tensor(...)"
+        )
+        raise TypeError(msg)
     array = np.from_dlpack(source)
     dtype = from_numpy(array.dtype)
     item = array.itemsize
@@ -263,7 +270,7 @@ class CPUOperation(cv.Operation):
         try:
             result = self._kernel(plan, options, *arrays)
         except KernelIndexError as exc:
-            raise IndexError(f"{name} on CPU: {exc}") from None
+            raise exc.public(f"{name} on CPU: {exc}") from None
         except KernelValueError as exc:
             raise ValueError(f"{name} on CPU: {exc}") from None
         finally:

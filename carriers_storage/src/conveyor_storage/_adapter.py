@@ -5,11 +5,15 @@ operands, lowers them to tensors over their promoted primaries, runs the owned p
 operation through ``cv.execute_lowered`` (full validation and profiling, no visible node) and
 restores the results to Evictable tensors. Its backward refreshes the nested operation's saved
 inputs from the current primaries (an evict / promote in between replaces them) and restores
-the nested gradients to Evictable hierarchies.
+the nested gradients to Evictable hierarchies. Both hold the locks of every operand's hierarchy
+(taken in one global order, by ``id``, so two operations never wait on each other), so no
+evict / promote runs while the nested operation reads or writes a primary.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, final
 
 import conveyor as cv
@@ -29,6 +33,19 @@ def _evictable_class() -> type[Evictable]:
 
         _EVICTABLE.append(Evictable)
     return _EVICTABLE[0]
+
+
+@contextlib.contextmanager
+def _holding(values: tuple[Any, ...]) -> Iterator[None]:
+    """Hold the lock of every Evictable among the Tensor ``values``' carriers, in ``id`` order."""
+    ev_class = _evictable_class()
+    owners = {id(x.carrier): x.carrier for x in values if isinstance(x, cv.Tensor)}
+    with contextlib.ExitStack() as stack:
+        for key in sorted(owners):
+            carrier = owners[key]
+            if isinstance(carrier, ev_class):
+                stack.enter_context(carrier._lock)
+        yield
 
 
 def _lower(x: cv.Tensor) -> cv.Tensor:
@@ -118,6 +135,12 @@ class EvictableOperation(cv.Operation):
     def _forward(
         self, *inputs: Any, options: cv.OperationExecutionOptions | None
     ) -> cv.Tensor | tuple[cv.Tensor, ...]:
+        with _holding(inputs):
+            return self._forward_held(inputs, options)
+
+    def _forward_held(
+        self, inputs: tuple[Any, ...], options: cv.OperationExecutionOptions | None
+    ) -> cv.Tensor | tuple[cv.Tensor, ...]:
         tensors = self._check_operands(inputs)
         lowered = tuple(_lower(x) if isinstance(x, cv.Tensor) else x for x in inputs)
         result = cv.execute_lowered(self._inner, *lowered, options=options)
@@ -188,8 +211,15 @@ class EvictableOperation(cv.Operation):
                 returned something other than Tensors or ``None``.
             ValueError: the nested backward returned the wrong number of gradients.
         """
-        name = self._operation_name
         inputs = self.saved_inputs  # outer version check: in-place writes are refused here
+        incoming = gradient if isinstance(gradient, tuple) else (gradient,)
+        with _holding(inputs + incoming):
+            return self._backward_held(inputs, gradient)
+
+    def _backward_held(
+        self, inputs: tuple[Any, ...], gradient: Any
+    ) -> tuple[cv.Tensor | None, ...]:
+        name = self._operation_name
         if isinstance(gradient, tuple):
             incoming: Any = tuple(None if g is None else self._unwrap(g) for g in gradient)
             given = [g for g in incoming if g is not None]

@@ -2,9 +2,9 @@
 
 One copy function serves every pair: it allocates the destination and moves the source in
 chunks of whole spans (``export_span`` -> ``import_span``). The storage carriers make each side
-a bulk transfer: a FileBacked source exports a zero-copy view of its memory map, a FileBacked
-destination imports large spans with ``pwrite``, a block carrier reads and writes whole aligned
-blocks. Compute carriers are reached through their public classes only.
+a bulk transfer: a FileBacked source streams ``preadv`` windows through one reused buffer, a
+FileBacked destination imports spans with ``pwrite``, a block carrier reads and writes whole
+aligned blocks. Compute carriers are reached through their public classes only.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def _fill(source: cv.Tensor, carrier: cv.Carrier) -> cv.Tensor:
         elif source.size:
             values = owner.export_span(layout).reshape(-1)
             carrier.import_span(cv.Layout((source.size,)), values)
+        commit = getattr(carrier, "_commit", None)
+        if callable(commit):
+            commit()  # a FileBacked filled under a hidden .partial name gets its final name
     except BaseException:
         carrier.release()
         raise
@@ -40,7 +43,8 @@ def span_copy(source: cv.Tensor, destination: type[cv.Carrier], **options: Any) 
     """The bulk route: ``destination.allocate(size, dtype, **options)``, then span copies.
 
     A storage class of this distribution that offers ``_allocate_for_overwrite`` skips zeroing
-    what the copy overwrites anyway (a failed copy releases the carrier unseen).
+    what the copy overwrites anyway, or (FileBacked) fills a hidden file renamed on commit; a
+    failed copy releases the carrier unseen.
     """
     allocate = getattr(destination, "_allocate_for_overwrite", destination.allocate)
     return _fill(source, allocate(source.size, source.dtype, **options))

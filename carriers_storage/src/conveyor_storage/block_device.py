@@ -6,16 +6,20 @@
 block size. All I/O is positional ``os.preadv`` / ``os.pwrite`` of whole logical blocks at
 block-aligned offsets; a write that covers part of a block reads the block first
 (read-modify-write), reads land in buffers aligned to the page, and short transfers are
-retried. The first ``OSError`` from the device is terminal: it is raised, the device is marked
-faulted, and every later access to it or its carriers raises ``RuntimeError`` (``release`` still
-works, so cleanup never fails).
+retried. Every transfer runs inside the device's ``IOGuard``, so ``close()`` waits for transfers
+in flight and refuses new ones before it closes the descriptor: no read returns, and no write
+reaches, a file that reused the descriptor number. The first ``OSError`` from the device is
+terminal: it is raised, the device is marked faulted, and every later access to it or its
+carriers raises ``RuntimeError`` (``release`` still works, so cleanup never fails).
 
 An image starts with one header block (magic, block sizes, capacity) followed by the data area,
-so reopening an image recovers its geometry. Allocations are not persistent.
+so reopening an image recovers its geometry; a header whose block sizes or capacity are not
+valid is refused on open (``ValueError`` naming the field). Allocations are not persistent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -30,6 +34,7 @@ from typing import Any, Final, NoReturn, Self, final
 import numpy as np
 
 import conveyor as cv
+from conveyor_storage._guard import IOGuard
 from conveyor_storage._spans import CHUNK_BYTES, aligned_bytes
 from conveyor_storage.block_device_carrier import BlockDeviceCarrier
 
@@ -101,6 +106,7 @@ class BlockDevice:
         "_fault",
         "_fd",
         "_free",
+        "_guard",
         "_image",
         "_lock",
         "_logical",
@@ -136,6 +142,7 @@ class BlockDevice:
         self._lock = threading.Lock()
         self._fault: OSError | None = None
         self._closed = False
+        self._guard = IOGuard(functools.partial(_closed_refusal, name))
 
     @classmethod
     def create_image(
@@ -194,7 +201,7 @@ class BlockDevice:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
-            os.close(self._fd)
+            self._guard.close(self._fd)
 
     # -- geometry and state -------------------------------------------------------------------
 
@@ -238,16 +245,16 @@ class BlockDevice:
     def close(self) -> None:
         """Close the device; its carriers then refuse access (``release`` still works)."""
         if not self._closed:
-            self._closed = True
-            os.close(self._fd)
+            self._closed = True  # new transfers are refused from here on
+            self._guard.close(self._fd)  # waits for those in flight
 
     def flush(self) -> None:
         """Make every completed write durable (``fsync``)."""
-        self._check_usable("flush")
-        try:
-            os.fsync(self._fd)
-        except OSError as exc:
-            self._fail(exc)
+        with self._io("flush"):
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._fail(exc)
 
     # -- allocation ---------------------------------------------------------------------------
 
@@ -271,7 +278,8 @@ class BlockDevice:
         start = self._take(length) if length else 0
         try:
             if zero:
-                self._zero(start, length)
+                with self._io("allocate"):
+                    self._zero(start, length)
         except BaseException:
             self._give(start, length)
             raise
@@ -329,6 +337,13 @@ class BlockDevice:
             self._pwrite_all(zeros.data[: min(len(zeros), length - done)], offset + done)
 
     # -- I/O ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        """Hold the descriptor open for one transfer (refused on a closed or faulted device)."""
+        with self._guard.use(what):
+            self._check_usable(what)
+            yield
 
     def _check_usable(self, what: str) -> None:
         if self._closed:
@@ -416,7 +431,8 @@ class BlockDevice:
         buffer = aligned_bytes(min(window, max(last - first, 0)), _MEMORY_ALIGN)
         for at in range(first, last, window):
             size = min(window, last - at)
-            self._pread_all(buffer.data[:size], self._base + at)
+            with self._io("export_span"):  # per window: a paused generator holds nothing
+                self._pread_all(buffer.data[:size], self._base + at)
             lo, hi = max(low, at), min(high, at + size)
             yield lo, buffer[lo - at : hi - at]
 
@@ -432,4 +448,27 @@ def _read_header(name: str) -> tuple[int, int, int]:
         )
         raise ValueError(msg)
     _, logical, physical, capacity = _HEADER.unpack(raw)
+    for field, value in (("logical_block_size", logical), ("physical_block_size", physical)):
+        if not 512 <= value <= 1 << 20 or value & (value - 1):
+            msg = (
+                f"BlockDevice: the header of {name!r} is corrupt: {field} is {value}, not a "
+                f"power of two in [512, 1 MiB]; recreate the image"
+            )
+            raise ValueError(msg)
+    if physical < logical:
+        msg = (
+            f"BlockDevice: the header of {name!r} is corrupt: physical_block_size {physical} "
+            f"is smaller than logical_block_size {logical}; recreate the image"
+        )
+        raise ValueError(msg)
+    if capacity <= 0 or capacity % logical:
+        msg = (
+            f"BlockDevice: the header of {name!r} is corrupt: capacity is {capacity}, not a "
+            f"positive multiple of logical_block_size {logical}; recreate the image"
+        )
+        raise ValueError(msg)
     return logical, physical, capacity
+
+
+def _closed_refusal(path: str, what: str) -> RuntimeError:
+    return RuntimeError(f"{what} on BlockDevice {path!r}: the device is closed")

@@ -130,9 +130,12 @@ class BlockDeviceCarrier(cv.Carrier):
         self._import(cv.Layout((1,), None, index), values)
 
     def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
-        self._device._check_usable("export_span")
-        if layout.size == 0:
-            return np.zeros(layout.shape, self._np)
+        with self._device._io("export_span"):  # close() waits for this read
+            if layout.size == 0:
+                return np.zeros(layout.shape, self._np)
+            return self._export_held(layout)
+
+    def _export_held(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
         low, high = layout.span()
         item = self._dt.itemsize
         buffer, head = self._device._read_blocks(self._start + low * item, (high - low) * item)
@@ -140,10 +143,12 @@ class BlockDeviceCarrier(cv.Carrier):
         return strided(flat, layout, low, writeable=layout.is_contiguous)
 
     def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
+        with self._device._io("import_span"):  # close() waits for this write
+            if layout.size:
+                self._import_held(layout, values)
+
+    def _import_held(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
         device = self._device
-        device._check_usable("import_span")
-        if layout.size == 0:
-            return
         item = self._dt.itemsize
         if layout.is_contiguous:
             data = np.ascontiguousarray(values, dtype=self._np).reshape(-1)

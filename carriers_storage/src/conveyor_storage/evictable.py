@@ -13,6 +13,16 @@ that replaces the old one only once it is complete; a process killed mid-evictio
 old secondary intact. This needs room for a second copy while it runs, like an atomic save. The
 secondary given to the constructor holds no committed data yet, so the first eviction writes
 into it in place; the secondary of a result stays empty (unallocated) until its first eviction.
+A secondary offering ``_begin_overwrite`` / ``_commit`` (FileBacked) carries a hidden
+``.partial`` name while it is being written, so a crash never leaves a torn file that looks
+complete.
+
+Concurrency: every access through the hierarchy (``read``, ``write``, ``export_span``,
+``import_span``, the operations its adapter runs) holds the hierarchy's lock, and so do
+``evict`` and ``promote``; a write therefore lands before an eviction's copy starts, or waits
+for it and then finds the data evicted (``RuntimeError`` naming ``promote()``). A write made
+straight into ``primary`` bypasses the lock: an eviction that sees the primary's version move
+during its copy copies again, and refuses after ``_EVICT_ATTEMPTS`` tries.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from conveyor_storage._spans import Allocator, copy_whole, sibling_allocator
 __all__ = ["Evictable", "EvictableOperation"]
 
 _ALL_DTYPES: Final = frozenset(CONCRETE_DTYPES)
+_EVICT_ATTEMPTS: Final = 3  # copies an eviction tries while the primary changes under it
 # (primary class, secondary class) -> snapshot, for primaries whose plans are per class.
 _SNAPSHOTS: dict[tuple[type, type], cv.CapabilitySet] = {}
 
@@ -55,6 +66,17 @@ def _release_tiers(tiers: list[cv.Carrier | None]) -> None:
     for tier in tiers:
         if tier is not None:
             tier.release()
+
+
+def _check_tier(what: str, label: str, tier: cv.Carrier | None) -> None:
+    """Refuse a tier someone released directly: the hierarchy owns it, its data is gone."""
+    if tier is not None and tier.released:
+        msg = (
+            f"{what} on Evictable: the {label} {type(tier).__name__} was released outside the "
+            f"hierarchy, which owns its tiers; the data it held is gone, release the hierarchy "
+            f"and build a new one"
+        )
+        raise RuntimeError(msg)
 
 
 @final
@@ -216,23 +238,46 @@ class Evictable(cv.DependentCarrier):
     def evict(self) -> None:
         """Copy the data to the secondary and free the primary; no-op when already evicted.
 
+        Waits for accesses through the hierarchy running in other threads (they hold its lock).
+
         Raises:
-            RuntimeError: the hierarchy was released.
+            RuntimeError: the hierarchy or one of its tiers was released, or the primary
+                changed during each of ``_EVICT_ATTEMPTS`` copies (written straight into,
+                bypassing the hierarchy): nothing changed, the data is still promoted.
             Exception: whatever the copy raised (``OSError``, ``MemoryError``...): nothing
                 changed, the data is still promoted.
         """
         with self._lock:
             self._check_alive("evict")
+            self._check_tiers("evict")
             primary = self._primary
             if primary is None:
                 return
-            if not (self._committed and primary.version == self._synced):
-                self._write_secondary(primary)
+            for _ in range(_EVICT_ATTEMPTS):
+                seen = primary.version
+                if self._committed and seen == self._synced:
+                    break
+                self._write_secondary(primary, seen)
+                if primary.version == seen:
+                    break
+            else:
+                msg = (
+                    f"evict on Evictable: the primary {type(primary).__name__} changed during "
+                    f"each of {_EVICT_ATTEMPTS} copies (something writes into it directly, "
+                    f"bypassing the hierarchy); write through the Evictable tensor, then evict"
+                )
+                raise RuntimeError(msg)
             self._own_version += primary.version - self._base  # keep the drift
             self._primary = self._tiers[0] = None
             primary.release()
 
-    def _write_secondary(self, primary: cv.Carrier) -> None:
+    def _check_tiers(self, what: str) -> None:
+        """Refuse a hierarchy whose tier someone released directly (the data there is gone)."""
+        _check_tier(what, "primary", self._primary)
+        _check_tier(what, "secondary", self._secondary)
+
+    def _write_secondary(self, primary: cv.Carrier, version: int) -> None:
+        """Copy ``primary`` (at ``version``) into the secondary and commit it."""
         old = self._secondary
         fresh = old is None or self._committed  # never overwrite the only committed copy
         target = self._new_secondary(self._size, self._dt) if fresh else old
@@ -244,16 +289,23 @@ class Evictable(cv.DependentCarrier):
                     f"{type(target).__name__}, expected {self._classes[1].__name__}"
                 )
                 raise TypeError(msg)
+            begin = None if fresh else getattr(target, "_begin_overwrite", None)
+            if callable(begin):
+                begin()  # an in-place overwrite is torn until it commits: mark the file so
             copy_whole(primary, target)
-            flush = getattr(target, "flush", None)
-            if self._durable and callable(flush):
-                flush()  # storage secondaries (FileBacked, BlockDeviceCarrier) offer flush()
+            # Storage secondaries offer flush(); the data is synced before the commit renames
+            # the file and the rename is synced after it, so a power cut keeps one whole copy.
+            flush = getattr(target, "flush", None) if self._durable else None
+            commit = getattr(target, "_commit", None)
+            for step in (flush, commit, flush if callable(commit) else None):
+                if callable(step):
+                    step()
         except BaseException:
             if fresh:
                 target.release()
             raise
         self._secondary = self._tiers[1] = target
-        self._committed, self._synced = True, primary.version
+        self._committed, self._synced = True, version
         if self._finalizer is None:
             self._finalizer = weakref.finalize(self, _release_tiers, self._tiers)
         if fresh and old is not None:
@@ -263,12 +315,13 @@ class Evictable(cv.DependentCarrier):
         """Copy the data back into a new primary; no-op when already promoted.
 
         Raises:
-            RuntimeError: the hierarchy was released.
-            Exception: whatever the allocation or copy raised: nothing changed, the data is
-                still evicted and intact in the secondary.
+            RuntimeError: the hierarchy or one of its tiers was released.
+            Exception: whatever the allocation or copy raised (``OSError`` from a secondary
+                file another process truncated): nothing changed, the data is still evicted.
         """
         with self._lock:
             self._check_alive("promote")
+            self._check_tiers("promote")
             if self._primary is not None:
                 return
             secondary = self._secondary
@@ -309,13 +362,16 @@ class Evictable(cv.DependentCarrier):
     # -- storage hooks ------------------------------------------------------------------------
 
     def _current(self, what: str, *, write: bool) -> cv.Carrier:
+        """The tier holding the data now; the caller holds ``_lock``."""
         primary = self._primary
         if primary is not None:
+            _check_tier(what, "primary", primary)
             return primary
         if write:
             msg = f"{what} on Evictable: the data is evicted; call promote() before writing"
             raise RuntimeError(msg)
         assert self._secondary is not None  # evicted implies a committed secondary
+        _check_tier(what, "secondary", self._secondary)
         return self._secondary
 
     def _storage_size(self) -> int:
@@ -324,24 +380,31 @@ class Evictable(cv.DependentCarrier):
     def _storage_dtype(self) -> cv.DType:
         return self._dt
 
+    # Each access holds the lock, so it never interleaves with an evict / promote (see the
+    # module docstring).
     def _read(self, index: int) -> Any:
-        return self._current("read", write=False).read(index)
+        with self._lock:
+            return self._current("read", write=False).read(index)
 
     def _write(self, index: int, value: Any) -> None:
-        self._current("write", write=True).write(index, value)
+        with self._lock:
+            self._current("write", write=True).write(index, value)
 
     def _export(self, layout: cv.Layout) -> Any:
-        return self._current("export_span", write=False).export_span(layout)
+        with self._lock:
+            return self._current("export_span", write=False).export_span(layout)
 
     def _import(self, layout: cv.Layout, values: Any) -> None:
-        self._current("import_span", write=True).import_span(layout, values)
+        with self._lock:
+            self._current("import_span", write=True).import_span(layout, values)
 
     def _release(self) -> None:
-        self._primary = self._secondary = None
-        if self._finalizer is not None:
-            self._finalizer()
-        else:
-            _release_tiers(self._tiers)
+        with self._lock:  # never while an access or an evict / promote runs
+            self._primary = self._secondary = None
+            if self._finalizer is not None:
+                self._finalizer()
+            else:
+                _release_tiers(self._tiers)
 
     # -- capabilities and dispatch ------------------------------------------------------------
 

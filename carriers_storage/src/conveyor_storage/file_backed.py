@@ -1,76 +1,66 @@
 """FileBacked: a storage-only carrier whose slots are raw little-endian values in a real file.
 
-The file is memory-mapped with NumPy, so reads and views are zero-copy exports, and whole-span
-writes go through ``pwrite`` on the same file (one kernel copy; Linux keeps a shared mapping and
-``pwrite`` coherent through the page cache). Space is reserved with ``posix_fallocate`` when the
-file is created, so a full disk refuses the allocation instead of killing the process with
-``SIGBUS`` on a later write into the mapping.
+Every transfer is positional I/O on the file's descriptor (``preadv`` / ``pwrite``), never a
+memory mapping: a file that another process truncates then gives a clean ``OSError`` instead
+of killing this process with ``SIGBUS`` on the next touch of a vanished page (there is no way
+to keep another process from truncating a file; advisory locks and leases do not stop it).
+Space is reserved with ``posix_fallocate`` when the file is created, so a full disk refuses the
+allocation. Transfers run inside the carrier's ``IOGuard``: ``release()`` waits for transfers in
+flight and refuses new ones before it closes the descriptor, so no I/O reaches a file that
+reused the descriptor number.
 
 Files ``allocate`` creates belong to the carrier: ``release()`` deletes them. Files ``open``
-finds are only read and never deleted. The default directory is private to the process and
-removed when the interpreter exits; a file the carrier created there is also deleted when the
-carrier is garbage-collected. Files in a directory the caller chose stay until ``release()``.
+finds are only read and never deleted. A file a copy fills (a move, an eviction) is created
+under a hidden ``.partial`` name and renamed on commit, so a crash leaves no full-size file
+that looks complete. The default directory is private to the process and removed when the
+interpreter exits; one left by a killed process is removed by the next process that uses it.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
-import io
-import mmap
 import os
-import shutil
 import stat
-import tempfile
 import threading
 import weakref
-from typing import Any, ClassVar, Final, Literal, Self, final
+from collections.abc import Iterator
+from typing import Any, ClassVar, Final, Self, final
 
 import numpy as np
 
 import conveyor as cv
 from conveyor.dtypes import CONCRETE_DTYPES
-from conveyor_storage._spans import storage_numpy, strided
+from conveyor_storage import _private_dir
+from conveyor_storage._guard import IOGuard
+from conveyor_storage._spans import aligned_bytes, storage_numpy, strided
 from conveyor_storage._views import VIEW_NAMES, StorageView, storage_only_refusal
 
 __all__ = ["FileBacked"]
 
-# Below this many bytes a contiguous write goes through the mapping; above, through pwrite.
-_PWRITE_MIN: Final = 1 << 20
-# Exports of at least this many bytes are prefaulted with MADV_POPULATE_READ (Linux 5.14+).
-_PREFAULT_MIN: Final = 1 << 20
-_MADV_POPULATE_READ: Final = getattr(mmap, "MADV_POPULATE_READ", 22)
+# Streaming reads (moves, promotions) use one buffer of this size, small enough to stay in a
+# core's L2 cache; reading into fresh arrays would fault in every page of every chunk.
+_READ_WINDOW: Final = 2 << 20
 # Owned files at least this large are deleted in the background (see _delete).
 _BACKGROUND_DELETE_MIN: Final = 64 << 20
 _NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
-
-_private_lock = threading.Lock()
-_private_dir: str | None = None
+_PARTIAL: Final = ".partial"  # suffix of a file a copy is still filling (see _commit)
 
 
-def _remove_private_dir(path: str, owner: int) -> None:
-    if os.getpid() == owner:  # a forked child must not remove its parent's files
-        shutil.rmtree(path, ignore_errors=True)
+def _released(what: str) -> RuntimeError:
+    return RuntimeError(f"{what} on FileBacked: the carrier was released")
 
 
-def _default_directory() -> str:
-    """The process's private temporary directory, created on first use, removed at exit."""
-    global _private_dir
-    with _private_lock:
-        if _private_dir is None:
-            _private_dir = tempfile.mkdtemp(prefix="conveyor-storage-")
-            atexit.register(_remove_private_dir, _private_dir, os.getpid())
-        return _private_dir
+def _close(guard: IOGuard, fd: int, unlink: list[str | None], owner: int) -> None:
+    """Finalizer: close the descriptor once; delete the file when it is the carrier's to delete.
 
-
-def _close(fd: int, unlink: str | None, owner: int) -> None:
-    """Finalizer: close the descriptor; delete the file when it is the carrier's to delete."""
-    with contextlib.suppress(OSError):
-        os.close(fd)
-    if unlink is not None and os.getpid() == owner:
+    ``unlink`` is a one-item list shared with the carrier, which renames the file on commit.
+    """
+    guard.close(fd)
+    path = unlink[0]
+    if path is not None and os.getpid() == owner:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(unlink)
+            os.unlink(path)
 
 
 def _delete(path: str, nbytes: int) -> None:
@@ -85,7 +75,7 @@ def _delete(path: str, nbytes: int) -> None:
             os.unlink(path)
         return
     folder, name = os.path.split(path)
-    doomed = os.path.join(folder, f".{name}.deleted")
+    doomed = os.path.join(folder, f".{name.lstrip('.')}.deleted")
     try:
         os.rename(path, doomed)
     except FileNotFoundError:
@@ -111,10 +101,21 @@ def _check_dtype(what: str, dtype: object) -> cv.DType:
     return dtype
 
 
+def _final_name(pending: str) -> str:
+    """``dir/.conveyor-x.float32.partial`` -> ``dir/conveyor-x.float32``."""
+    folder, name = os.path.split(pending)
+    return os.path.join(folder, name[1 : -len(_PARTIAL)])
+
+
+def _pending_name(path: str) -> str:
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}{_PARTIAL}")
+
+
 @final
 @cv.closed_carrier
 class FileBacked(cv.Carrier):
-    """Storage only: ``size`` slots of one dtype in a file, memory-mapped.
+    """Storage only: ``size`` slots of one dtype in a file, read and written positionally.
 
     Create one with ``FileBacked.allocate(size, dtype, directory=None)`` or open an existing
     file read-only with ``FileBacked.open(path, dtype)``; every computational dispatch name
@@ -126,14 +127,16 @@ class FileBacked(cv.Carrier):
     storable_dtypes: ClassVar[frozenset[cv.DType]] = frozenset(CONCRETE_DTYPES)
 
     _fd: int
+    _guard: IOGuard
+    _unlink: list[str | None]  # the path the finalizer deletes (shared with it), or [None]
     _path: str
+    _pending: bool  # the file still has its hidden .partial name (see _commit)
     _owned: bool
     _writable: bool
     _size: int
     _dt: cv.DType
     _np: np.dtype[Any]
-    _map: np.ndarray[Any, Any] | None
-    _map_lock: threading.Lock
+    _write_lock: threading.Lock  # orders read-modify-write of strided spans against writes
     _dir_synced: bool
     _finalizer: weakref.finalize[Any, Any]
 
@@ -149,14 +152,16 @@ class FileBacked(cv.Carrier):
         carrier = object.__new__(cls)
         cv.Carrier.__init__(carrier)
         carrier._fd, carrier._path, carrier._owned = fd, path, owned
+        carrier._pending = path.endswith(_PARTIAL)
         carrier._writable = owned
         carrier._size, carrier._dt, carrier._np = size, dtype, storage_numpy(dtype)
-        carrier._map = None
         carrier._dir_synced = not owned
-        carrier._map_lock = threading.Lock()
-        private = owned and os.path.dirname(path) == _private_dir
+        carrier._write_lock = threading.Lock()
+        carrier._guard = IOGuard(_released)
+        private = owned and _private_dir.holds(path)
+        carrier._unlink = [path if private else None]
         carrier._finalizer = weakref.finalize(
-            carrier, _close, fd, path if private else None, os.getpid()
+            carrier, _close, carrier._guard, fd, carrier._unlink, os.getpid()
         )
         return carrier
 
@@ -168,11 +173,35 @@ class FileBacked(cv.Carrier):
         directory: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> Self:
+        return cls._new(size, dtype, directory, kwargs, pending=False)
+
+    @classmethod
+    def _allocate_for_overwrite(
+        cls,
+        size: int,
+        dtype: cv.DType,
+        directory: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """``allocate`` under a hidden ``.partial`` name, for a copy that calls ``_commit``."""
+        dtype = _check_dtype("allocate", dtype)
+        return cls._new(size, dtype, directory, kwargs, pending=True)
+
+    @classmethod
+    def _new(
+        cls,
+        size: int,
+        dtype: cv.DType,
+        directory: str | os.PathLike[str] | None,
+        kwargs: dict[str, Any],
+        *,
+        pending: bool,
+    ) -> Self:
         if kwargs:
             msg = f"allocate on FileBacked: unexpected argument(s) {', '.join(sorted(kwargs))}"
             raise TypeError(msg)
-        where = _default_directory() if directory is None else os.fspath(directory)
-        fd, path = tempfile.mkstemp(prefix="conveyor-", suffix=f".{dtype.name}", dir=where)
+        where = _private_dir.path() if directory is None else os.fspath(directory)
+        fd, path = _private_dir.new_file(where, dtype.name, _PARTIAL if pending else None)
         try:
             nbytes = size * dtype.itemsize
             if nbytes:
@@ -189,29 +218,50 @@ class FileBacked(cv.Carrier):
         return cls._create(fd, os.path.abspath(path), dtype, size, owned=True)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], dtype: cv.DType) -> Self:
+    def open(
+        cls, path: str | os.PathLike[str], dtype: cv.DType, *, size: int | None = None
+    ) -> Self:
         """Open an existing file of raw little-endian ``dtype`` values, read-only.
 
-        The carrier never writes or deletes the file; writes raise ``RuntimeError``.
+        The carrier never writes or deletes the file; writes raise ``RuntimeError``. Pass
+        ``size`` (in slots) when the length is known, so a truncated file is refused instead of
+        read as a shorter tensor. A FIFO, a directory or a device is refused without blocking.
 
         Raises:
-            TypeError: ``dtype`` is not a concrete conveyor dtype.
-            ValueError: the file is not a regular file or its length is not a multiple of the
-                item size.
+            TypeError: ``dtype`` is not a concrete conveyor dtype, or ``size`` not an int.
+            ValueError: the file is not a regular file, its length is not a multiple of the
+                item size, or it does not hold ``size`` slots.
             OSError: the file cannot be opened.
+
+        .. versionchanged:: 0.2 ``size=``; FIFOs are refused instead of blocking the caller.
         """
         dtype = _check_dtype("open", dtype)
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
+            msg = f"open on FileBacked: size must be an int, got {size!r}"
+            raise TypeError(msg)
         name = os.fspath(path)
-        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever.
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                msg = f"open on FileBacked: {name!r} is not a regular file"
+                msg = (
+                    f"open on FileBacked: {name!r} is not a regular file (a FIFO, directory, "
+                    f"socket or device); pass the path of a regular file"
+                )
                 raise ValueError(msg)
+            os.set_blocking(fd, True)
             if info.st_size % dtype.itemsize:
                 msg = (
                     f"open on FileBacked: {name!r} holds {info.st_size} bytes, not a whole "
                     f"number of {dtype.name} items ({dtype.itemsize} bytes each)"
+                )
+                raise ValueError(msg)
+            if size is not None and info.st_size != size * dtype.itemsize:
+                msg = (
+                    f"open on FileBacked: {name!r} holds {info.st_size} bytes but {size} "
+                    f"{dtype.name} slots need {size * dtype.itemsize} bytes; the file was "
+                    f"truncated or is not the one meant"
                 )
                 raise ValueError(msg)
         except BaseException:
@@ -225,11 +275,17 @@ class FileBacked(cv.Carrier):
         """A new zero-filled FileBacked in this carrier's directory."""
         return FileBacked.allocate(size, dtype, directory=os.path.dirname(self._path))
 
+    def _allocate_like_for_overwrite(self, size: int, dtype: cv.DType) -> FileBacked:
+        """``allocate_like`` under a hidden ``.partial`` name, for a copy that commits."""
+        return FileBacked._allocate_for_overwrite(
+            size, dtype, directory=os.path.dirname(self._path)
+        )
+
     # -- file ---------------------------------------------------------------------------------
 
     @property
     def path(self) -> str:
-        """The absolute path of the file."""
+        """The absolute path of the file (a hidden ``.partial`` name until a copy commits)."""
         return self._path
 
     @property
@@ -237,16 +293,46 @@ class FileBacked(cv.Carrier):
         """Whether ``release()`` deletes the file (``allocate`` created it; ``open`` did not)."""
         return self._owned
 
+    def _begin_overwrite(self) -> None:
+        """Give an owned file its hidden ``.partial`` name while a copy overwrites all of it."""
+        if self._owned and not self._pending:
+            self._rename(_pending_name(self._path))
+            self._pending = True
+
+    def _commit(self) -> None:
+        """The copy filling this file completed: give it its final name (no-op if it has one).
+
+        The rename is the commit point: a process killed earlier leaves only a hidden
+        ``.partial`` file (swept from the private directory by the next process).
+        """
+        if self._pending:
+            self._rename(_final_name(self._path))
+            self._pending = False
+
+    def _rename(self, new: str) -> None:
+        """Move the file to the name ``new``, never replacing a file that holds that name."""
+        with self._guard.use("commit"):
+            try:
+                os.link(self._path, new)  # fails if ``new`` exists, unlike rename
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links on this filesystem: ``new`` is a fresh random name
+                os.rename(self._path, new)
+            else:
+                os.unlink(self._path)
+        self._path = new
+        self._dir_synced = False  # the directory entry changed: flush() syncs it again
+        if self._unlink[0] is not None:
+            self._unlink[0] = new
+
     def flush(self) -> None:
-        """Make every write so far durable: ``msync`` the mapping, then ``fsync`` the file."""
+        """Make every write so far durable: ``fsync`` the file and, once, its directory."""
         self._check_alive("flush")
         if not self._writable:
             return
-        mapped = self._map
-        if mapped is not None and isinstance(mapped, np.memmap):
-            mapped.flush()
-        os.fsync(self._fd)
-        if not self._dir_synced:  # a new file's directory entry must be durable too
+        with self._guard.use("flush"):
+            os.fsync(self._fd)
+        if not self._dir_synced:  # a new or renamed file's directory entry must be durable too
             folder = os.open(os.path.dirname(self._path), os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.fsync(folder)
@@ -255,23 +341,61 @@ class FileBacked(cv.Carrier):
             self._dir_synced = True
 
     def fileno(self) -> int:
-        """The open descriptor (valid until ``release``), for bulk I/O by storage routes."""
+        """The open descriptor, valid until ``release`` (which closes it once no I/O is left)."""
         self._check_alive("fileno")
         return self._fd
 
-    def _mapped(self) -> np.ndarray[Any, Any]:
-        found = self._map
-        if found is None:
-            with self._map_lock:
-                if self._map is None:
-                    if self._size == 0:
-                        self._map = np.zeros(0, self._np)
-                    else:
-                        mode: Literal["r+", "r"] = "r+" if self._writable else "r"
-                        handle = io.FileIO(self._fd, mode, closefd=False)
-                        self._map = np.memmap(handle, self._np, mode, shape=(self._size,))
-                found = self._map
-        return found
+    # -- positional I/O -----------------------------------------------------------------------
+
+    def _shrunk(self, what: str, have: int) -> OSError:
+        need = self._size * self._dt.itemsize
+        msg = (
+            f"{what} on FileBacked: {self._path!r} holds {have} bytes, fewer than the {need} "
+            f"this carrier's {self._size} {self._dt.name} slots need; another process "
+            f"truncated it"
+        )
+        return OSError(errno.EIO, msg)
+
+    def _pread(self, what: str, buffer: np.ndarray[Any, Any], offset: int) -> None:
+        """Fill ``buffer`` (uint8) from byte ``offset``; a short file is a clean ``OSError``."""
+        view, done = buffer.data, 0
+        with self._guard.use(what):
+            while done < len(view):
+                count = os.preadv(self._fd, [view[done:]], offset + done)
+                if count == 0:
+                    raise self._shrunk(what, os.fstat(self._fd).st_size)
+                done += count
+
+    def _pwrite(self, what: str, data: memoryview, offset: int) -> None:
+        """Write ``data`` at byte ``offset``, refusing a file that shrank (never regrow it)."""
+        done = 0
+        with self._guard.use(what):
+            have = os.fstat(self._fd).st_size
+            if have < self._size * self._dt.itemsize:
+                raise self._shrunk(what, have)
+            while done < len(data):
+                written = os.pwrite(self._fd, data[done:], offset + done)
+                if written == 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
+                done += written
+
+    def _span(self, what: str, low: int, high: int) -> np.ndarray[Any, Any]:
+        """Slots ``[low, high)`` read into a fresh array."""
+        item = self._dt.itemsize
+        buffer = np.empty((high - low) * item, np.uint8)
+        self._pread(what, buffer, low * item)
+        return buffer.view(self._np)
+
+    def _read_chunks(self, start: int, count: int) -> Iterator[tuple[int, np.ndarray[Any, Any]]]:
+        """``(first slot, values)`` covering ``count`` slots from ``start``, read through one
+        reused buffer (each array is valid until the next step)."""
+        item = self._dt.itemsize
+        step = max(1, _READ_WINDOW // item)
+        buffer = aligned_bytes(min(step, count) * item, 4096)
+        for first in range(start, start + count, step):
+            n = min(step, start + count - first)
+            self._pread("export_span", buffer[: n * item], first * item)
+            yield first, buffer[: n * item].view(self._np)
 
     # -- storage hooks ------------------------------------------------------------------------
 
@@ -285,50 +409,36 @@ class FileBacked(cv.Carrier):
         return self._writable
 
     def _read(self, index: int) -> Any:
-        return self._mapped()[index].item()
+        return self._span("read", index, index + 1)[0].item()
 
     def _write(self, index: int, value: Any) -> None:
-        self._mapped()[index] = value
+        values = np.zeros(1, self._np)
+        values[0] = value
+        with self._write_lock:
+            self._pwrite("write", values.view(np.uint8).data, index * self._dt.itemsize)
 
     def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
         if layout.size == 0:
             return np.zeros(layout.shape, self._np)
-        mapped = self._mapped()
         low, high = layout.span()
-        if (high - low) * self._dt.itemsize >= _PREFAULT_MIN:
-            self._prefault(mapped, low * self._dt.itemsize, high * self._dt.itemsize)
-        return strided(mapped.view(np.ndarray), layout)
-
-    @staticmethod
-    def _prefault(mapped: np.ndarray[Any, Any], start: int, stop: int) -> None:
-        """Map a large span's pages in one call before it is copied (one fault per page else)."""
-        raw = getattr(mapped, "_mmap", None)  # the mmap object behind NumPy's memmap
-        if raw is None:
-            return
-        first = start - start % mmap.PAGESIZE
-        with contextlib.suppress(OSError, ValueError):  # older kernels: fault pages lazily
-            raw.madvise(_MADV_POPULATE_READ, first, stop - first)
+        return strided(self._span("export_span", low, high), layout, low)
 
     def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
-        nbytes = layout.size * self._dt.itemsize
-        if layout.is_contiguous and nbytes >= _PWRITE_MIN:
-            data = np.ascontiguousarray(values, dtype=self._np).reshape(-1)
-            self._pwrite(data.view(np.uint8).data, layout.offset * self._dt.itemsize)
+        if layout.size == 0:
             return
-        strided(self._mapped(), layout, writeable=True)[...] = values
-
-    def _pwrite(self, data: memoryview, offset: int) -> None:
-        done = 0
-        while done < len(data):
-            written = os.pwrite(self._fd, data[done:], offset + done)
-            if written == 0:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
-            done += written
+        item = self._dt.itemsize
+        with self._write_lock:
+            if layout.is_contiguous:
+                data = np.ascontiguousarray(values, dtype=self._np).reshape(-1)
+                self._pwrite("import_span", data.view(np.uint8).data, layout.offset * item)
+                return
+            low, high = layout.span()  # read-modify-write of the span the strided slots cover
+            flat = self._span("import_span", low, high)
+            strided(flat, layout, low, writeable=True)[...] = values
+            self._pwrite("import_span", flat.view(np.uint8).data, low * item)
 
     def _release(self) -> None:
-        # Exported views keep the mapping alive on their own; unlinking a mapped file is safe.
-        self._map = None
-        self._finalizer()
+        self._finalizer()  # waits for transfers in flight, then closes the descriptor
         if self._owned:
             _delete(self._path, self._size * self._dt.itemsize)
 

@@ -17,8 +17,14 @@ def conveyor_carriers() -> Mapping[str, type]:
     from conveyor_storage.block_device_carrier import BlockDeviceCarrier
     from conveyor_storage.evictable import Evictable
     from conveyor_storage.file_backed import FileBacked
+    from conveyor_storage.tiled_evictable import TiledEvictable
 
-    return {"file": FileBacked, "block": BlockDeviceCarrier, "evictable": Evictable}
+    return {
+        "file": FileBacked,
+        "block": BlockDeviceCarrier,
+        "evictable": Evictable,
+        "tiled": TiledEvictable,
+    }
 
 
 @hookimpl

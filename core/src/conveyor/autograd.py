@@ -9,11 +9,13 @@ reduces broadcast gradients back to each input's shape and dtype, and accumulate
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
     from conveyor.operation import Operation, OperationResult
     from conveyor.tensor import Tensor
 
@@ -34,6 +36,12 @@ class _GradMode(threading.local):
 
 
 _state = _GradMode()
+
+# Publishing a pass's gradients is a read-add-write of every target's ``.grad``; two threads
+# doing it at once into a shared leaf would lose one contribution. One lock for the whole
+# publication keeps each pass's writes atomic with respect to every other pass (the work it
+# serialises is the gradient additions only; backward computation itself runs unlocked).
+_publish_lock = threading.RLock()  # re-entrant: an observer of the additions may run backward
 
 
 def is_grad_enabled() -> bool:
@@ -73,6 +81,32 @@ def no_grad() -> Any:
 def enable_grad() -> Any:
     """Context manager (and decorator) that turns autograd recording on in this thread."""
     return _grad_mode(True)
+
+
+# Carrier -> the operations that saved one of its tensors for backward. Weak both ways: neither
+# a graph nor a carrier is kept alive by being listed. Read by exports (``Tensor.__dlpack__``),
+# which must not hand out writable memory a backward pass still depends on.
+_savers: weakref.WeakKeyDictionary[Carrier, weakref.WeakSet[Operation]] = (
+    weakref.WeakKeyDictionary()
+)
+_savers_lock = threading.Lock()
+
+
+def note_saved(op: Operation, tensors: Iterable[Tensor]) -> None:
+    """Record that ``op`` saved ``tensors`` for backward (their carriers are now guarded)."""
+    with _savers_lock:
+        for t in tensors:
+            ops = _savers.get(t._carrier)
+            if ops is None:
+                ops = _savers[t._carrier] = weakref.WeakSet()
+            ops.add(op)
+
+
+def saved_for_backward(carrier: Carrier) -> bool:
+    """Whether a live graph saved a tensor of ``carrier`` and has not released it yet."""
+    with _savers_lock:
+        ops = _savers.get(carrier)
+        return ops is not None and any(op._saved is not None for op in ops)
 
 
 def attach(op: Operation, result: OperationResult) -> None:
@@ -192,7 +226,9 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
     with no_grad():
         root = tensor._grad_fn
         if root is None:
-            _accumulate(tensor, gradient)
+            with _publish_lock:
+                for t, total in _totals([(tensor, gradient)]):
+                    t.grad = total
             return
         order = _graph_order(root)
         for op in order:
@@ -229,11 +265,16 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                     buf = pending[id(producer)] = [None] * producer._n_outputs
                 prev = buf[t._output_index]
                 buf[t._output_index] = g if prev is None else F.add(prev, g)
-        if not retain_graph:
-            for op in visited:
-                op._release_saved()
-        for t, g in published:
-            _accumulate(t, g)
+        with _publish_lock:
+            # Every sum is computed before anything is written or released, so a refused
+            # addition (a ``.grad`` the user replaced with an incompatible tensor) changes
+            # nothing and the same backward can be retried.
+            totals = _totals(published)
+            if not retain_graph:
+                for op in visited:
+                    op._release_saved()
+            for t, total in totals:
+                t.grad = total
 
 
 def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
@@ -242,10 +283,26 @@ def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
     return slots
 
 
-def _accumulate(target: Tensor, gradient: Tensor) -> None:
-    """Add ``gradient`` into ``target.grad`` (a leaf, or a non-leaf that called retain_grad)."""
+def _totals(published: list[tuple[Tensor, Tensor]]) -> list[tuple[Tensor, Tensor]]:
+    """Each target once, with its current ``.grad`` plus every gradient published for it."""
     from conveyor import functional as F
 
-    if gradient.shape != target.shape or gradient.dtype is not target.dtype:
+    totals: dict[int, tuple[Tensor, Tensor]] = {}
+    for target, gradient in published:
         gradient = _fit(gradient, target)
-    target.grad = gradient if target.grad is None else F.add(target.grad, gradient)
+        entry = totals.get(id(target))
+        base = entry[1] if entry is not None else _current_grad(target)
+        totals[id(target)] = (target, gradient if base is None else F.add(base, gradient))
+    return list(totals.values())
+
+
+def _current_grad(target: Tensor) -> Tensor | None:
+    """``target.grad``, refused when the user replaced it with a tensor of another shape."""
+    grad = target.grad
+    if grad is not None and grad.shape != target.shape:
+        msg = (
+            f"backward: .grad of a tensor of shape {target.shape} was set to a tensor of shape "
+            f"{grad.shape}; set .grad = None (or a tensor of shape {target.shape}) and retry"
+        )
+        raise RuntimeError(msg)
+    return grad

@@ -13,6 +13,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from conveyor import dtypes
 from conveyor.capabilities import (
     _DECLARED,
     CapabilitySet,
@@ -90,11 +91,11 @@ class Carrier:
     # -- storage contract ---------------------------------------------------------------------
 
     @classmethod
-    def allocate(cls, size: int, dtype: DType, **kwargs: Any) -> Self:
-        """A zero-filled carrier of ``size`` slots of ``dtype``.
+    def allocate(cls, size: int, dtype: DType | str, **kwargs: Any) -> Self:
+        """A zero-filled carrier of ``size`` slots of ``dtype`` (a DType or its name).
 
         Raises:
-            TypeError: ``size`` is not an int, ``dtype`` is not a concrete conveyor dtype.
+            TypeError: ``size`` is not an int, ``dtype`` names no concrete conveyor dtype.
             ValueError: ``size`` is negative.
         """
         if isinstance(size, bool) or not isinstance(size, int):
@@ -104,8 +105,11 @@ class Carrier:
             msg = f"allocate on {cls.__name__}: size must be >= 0, got {size!r}"
             raise ValueError(msg)
         if not isinstance(dtype, DType):
-            msg = f"allocate on {cls.__name__}: dtype must be a conveyor dtype, got {dtype!r}"
-            raise TypeError(msg)
+            try:  # a name ("float32") or a NumPy dtype, as everywhere a dtype is accepted
+                dtype = dtypes.dtype(dtype)
+            except TypeError:
+                msg = f"allocate on {cls.__name__}: dtype must be a conveyor dtype, got {dtype!r}"
+                raise TypeError(msg) from None
         if dtype.is_abstract:
             msg = (
                 f"allocate on {cls.__name__}: {dtype.name} is an abstract dtype category and "

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import attrs
 
+from conveyor import _journal
 from conveyor.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -22,10 +24,13 @@ from conveyor.capabilities import (
     register_operation_capabilities,
 )
 from conveyor.dtypes import DType
+from conveyor.functional import VIEW_OPERATIONS
 from conveyor.layout import Layout
 from conveyor.policy import is_planned
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from conveyor.carrier import Carrier
 
 from conveyor.providers import (
@@ -47,11 +52,72 @@ __all__ = [
     "adopt_storage",
     "carrier_definition",
     "carrier_facet",
+    "check_contributed_pack",
+    "check_contributed_pack_names",
     "definition_capabilities",
     "register_carrier_definition",
     "register_kernel_pack",
     "storage_handle",
 ]
+
+
+# -- names a provider may cover ------------------------------------------------------------------
+
+
+def _undefined(name: str, defined: Callable[[str], bool]) -> bool:
+    """Whether ``name`` has no central definition: built-in names are the planned and view
+    names; a dotted (custom) name is asked of ``defined``."""
+    if is_planned(name) or name in VIEW_OPERATIONS:
+        return False
+    return "." not in name or not defined(name)
+
+
+def _check_names(
+    names: Iterable[str], where: str, defined: Callable[[str], bool] = lambda _: True
+) -> None:
+    """Refuse a provider covering a name with no central definition (it could never dispatch).
+
+    A dotted custom name passes ``defined`` (by default: it may still be contributed by a plugin
+    hook, and dispatch names the gap if it never is).
+
+    Raises:
+        ValueError: the first such name, with ``where`` (the registration and its owner).
+    """
+    for name in names:
+        if _undefined(name, defined):
+            msg = (
+                f"{where}: {name!r} has no central operation definition, so no call of it could "
+                f"dispatch; cover a name listed by conveyor.operation_definitions(), or define a "
+                f"namespaced custom operation with conveyor.define_operation first"
+            )
+            raise ValueError(msg)
+
+
+def _definition_names(definition: CarrierDefinition) -> list[str]:
+    names = [p.operation for p in definition.kernels.patterns] if definition.kernels else []
+    if definition.composite is not None:
+        names += [c.operation for c in definition.composite.capabilities]
+    return names
+
+
+def check_contributed_pack_names(item: object, defined: Callable[[str], bool]) -> None:
+    """Refuse what a plugin's ``conveyor_kernel_packs`` hook may not contribute.
+
+    The plugin host calls it while loading the plugin, so the refusal marks that plugin broken
+    (the host's message names the plugin); ``defined`` says whether a dotted name is defined
+    (already, or by the same plugin's ``conveyor_operation_definitions``).
+
+    Raises:
+        TypeError: ``item`` is not a ``KernelPack``.
+        ValueError: a pattern covers a name with no central definition.
+    """
+    if not isinstance(item, KernelPack):
+        msg = (
+            f"contributed {item!r} ({type(item).__name__}); contribute conveyor.KernelPack records"
+        )
+        raise TypeError(msg)
+    where = f"kernel pack {item.name!r} for {item.carrier.__name__}"
+    _check_names((p.operation for p in item.patterns), where, defined)
 
 
 # -- carrier definitions ------------------------------------------------------------------------
@@ -178,8 +244,9 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
     Raises:
         TypeError: ``cls`` is not a Carrier class, is a closed shipped carrier, or
             ``definition`` is not a ``CarrierDefinition``.
-        ValueError: ``cls`` already has a definition, was already observed without one, or
-            already declared capabilities with ``register_operation_capabilities``.
+        ValueError: ``cls`` already has a definition, was already observed without one,
+            already declared capabilities with ``register_operation_capabilities``, or a
+            kernel pattern or composite capability covers a name with no central definition.
     """
     from conveyor.capabilities import _DECLARED
     from conveyor.carrier import Carrier, is_closed_carrier
@@ -196,6 +263,7 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
             f"got {definition!r} ({type(definition).__name__})"
         )
         raise TypeError(msg)
+    _check_names(_definition_names(definition), f"register_carrier_definition {cls.__name__}")
     with _LOCK:
         if cls in _DEFINITIONS:
             state = "a definition" if _DEFINITIONS[cls] else "been used without a definition"
@@ -237,12 +305,14 @@ def register_kernel_pack(pack: KernelPack) -> None:
 
     Raises:
         TypeError: ``pack`` is not a ``KernelPack``.
-        ValueError: the class is not definition-backed, or was already observed (sealed).
+        ValueError: the class is not definition-backed, was already observed (sealed), or a
+            pattern covers a name with no central definition.
     """
     if not isinstance(pack, KernelPack):
         msg = f"register_kernel_pack: expected a KernelPack, got {pack!r} ({type(pack).__name__})"
         raise TypeError(msg)
     cls = pack.carrier
+    _check_names((p.operation for p in pack.patterns), f"register_kernel_pack {pack.name!r}")
     with _LOCK:
         if _DEFINITIONS.get(cls) is None:
             msg = (
@@ -257,6 +327,14 @@ def register_kernel_pack(pack: KernelPack) -> None:
             )
             raise ValueError(msg)
         _PACKS.setdefault(cls, []).append(pack)
+    _journal.record(lambda: _unregister_pack(pack))
+
+
+def _unregister_pack(pack: KernelPack) -> None:
+    """Withdraw ``pack`` unless its class was sealed with it already (then it is in use)."""
+    with _LOCK:
+        if pack.carrier not in _SEALED and pack.carrier in _PACKS:
+            _PACKS[pack.carrier] = [p for p in _PACKS[pack.carrier] if p is not pack]
 
 
 def _contributed_packs(cls: type) -> list[KernelPack]:
@@ -296,8 +374,9 @@ def _sealed(cls: type, definition: CarrierDefinition) -> _Sealed:
             _SEALED[cls] = found
             # Also declared, so class-level readers (the CLI) see the same set. When someone
             # queried the class first it is sealed empty there; operation_capabilities (and
-            # so the gate) reads this table instead.
-            with contextlib.suppress(ValueError):
+            # so the gate) reads this table instead. A DependentCarrier (TypeError) computes
+            # its set per instance, so it has no class-level declaration.
+            with contextlib.suppress(ValueError, TypeError):
                 register_operation_capabilities(cls, found.capabilities)
     return found
 
@@ -464,3 +543,41 @@ def carrier_facet(carrier: Carrier, facet: type[_F]) -> _F | None:
             if issubclass(offered, facet):
                 return offered(carrier)
     return None
+
+
+def check_contributed_pack(item: KernelPack, earlier: Iterable[tuple[KernelPack, str]]) -> None:
+    """Refuse a plugin's kernel pack that would break its carrier class at first use.
+
+    The plugin host calls it once every plugin has loaded (``check_contributed_pack_names``
+    already checked the record's kind and names), so a bad pack marks that plugin broken
+    (named in the error) instead of failing the carrier for everyone. ``earlier`` holds the packs
+    of plugins loaded before this one, each with how to name its plugin. A class already sealed
+    ignores new packs, as ``register_kernel_pack`` documents, so nothing is checked for it.
+
+    Raises:
+        ValueError: its class is not definition-backed, or a pattern is malformed or covers what
+            the class, a registered pack or an earlier plugin's pack already covers.
+    """
+    cls = item.carrier
+    with _LOCK:
+        definition = _DEFINITIONS.get(cls)
+        if definition is None:
+            msg = (
+                f"kernel pack {item.name!r}: {cls.__name__} is not definition-backed; contribute "
+                f"packs only for classes with a CarrierDefinition"
+            )
+            raise ValueError(msg)
+        if cls in _SEALED:
+            return
+        registered = list(_PACKS.get(cls, ()))
+    # Building the sealed table is the one place that knows every collision rule.
+    _Sealed(cls, definition, [*registered, item])
+    for pack, owner in earlier:
+        if pack.carrier is cls:
+            try:
+                _Sealed(cls, definition, [*registered, pack, item])
+            except ValueError as exc:
+                msg = (
+                    f"{exc} (kernel pack {item.name!r} collides with pack {pack.name!r} of {owner})"
+                )
+                raise ValueError(msg) from None

@@ -10,12 +10,14 @@ commands that read them, so each command pays only for what it shows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from conveyor import plugins
@@ -24,10 +26,34 @@ from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, P
 if TYPE_CHECKING:
     from conveyor.carrier import Carrier
 
-__all__ = ["main"]
+__all__ = ["add_doctor_section", "main"]
 
 _FAILED: Final = (PluginState.BROKEN, PluginState.INCOMPATIBLE)
 _Command = Callable[[argparse.Namespace], int]
+_Section = Callable[[], Mapping[str, str]]
+# Extra lines plugins add to `conveyor doctor`, by section name, in registration order.
+_DOCTOR_SECTIONS: dict[str, _Section] = {}
+
+
+def add_doctor_section(name: str, section: _Section) -> None:
+    """Let a plugin add a section to ``conveyor doctor`` (e.g. an active cluster's dashboard).
+
+    ``section()`` returns ``{label: value}`` lines, or an empty mapping to print nothing; it is
+    called once per doctor run, after the plugins loaded, and must not raise.
+    """
+    _DOCTOR_SECTIONS[name] = section
+
+
+def _doctor_sections() -> dict[str, dict[str, str]]:
+    found = {}
+    for name, section in _DOCTOR_SECTIONS.items():
+        try:
+            lines = dict(section())
+        except Exception as exc:  # a plugin's report must not break the diagnosis
+            lines = {"error": f"{type(exc).__name__}: {exc}"}
+        if lines:
+            found[name] = lines
+    return found
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -68,7 +94,12 @@ def _record_json(record: PluginRecord) -> dict[str, Any]:
         "hook": record.hook,
         "conflicts": list(record.conflicts),
         "traceback": record.traceback,
+        "load_seconds": record.load_seconds,
     }
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}s"
 
 
 def _plugins_table(records: Sequence[PluginRecord]) -> str:
@@ -79,17 +110,94 @@ def _plugins_table(records: Sequence[PluginRecord]) -> str:
             r.version or "-",
             r.state,
             ", ".join(r.carriers) or "-",
+            _seconds(r.load_seconds),
             _first_line(r.error) or ("conflict: see `conveyor doctor`" if r.conflicts else ""),
         )
         for r in records
     ]
-    headers = ("NAME", "DISTRIBUTION", "VERSION", "STATE", "CARRIERS", "ERROR")
+    headers = ("NAME", "DISTRIBUTION", "VERSION", "STATE", "CARRIERS", "LOAD", "ERROR")
     return _table(headers, rows)
 
 
-def _cmd_plugins(args: argparse.Namespace) -> int:
+def _slowest(records: Sequence[PluginRecord], count: int = 3) -> str:
+    """The slowest plugin loads, like pytest's ``--durations``: where start-up time goes."""
+    timed = sorted(
+        (r for r in records if r.load_seconds is not None),
+        key=lambda r: r.load_seconds or 0.0,
+        reverse=True,
+    )[:count]
+    listed = ", ".join(f"{r.name} {_seconds(r.load_seconds)}" for r in timed)
+    return f"slowest plugin loads: {listed}" if listed else ""
+
+
+def _cmd_entry_points(args: argparse.Namespace) -> int:
+    """``conveyor plugins --no-load``: the entry points, read from metadata, none imported.
+
+    The way to see what is installed when a plugin hangs or exits the process at import.
+    """
+    from conveyor.plugins._discovery import scan
+
     host = plugins.host()
-    records = host.plugins()
+    candidates, shadowed = scan(host.group)
+    found = [*candidates, *(s.candidate for s in shadowed)]
+    rows = [
+        {
+            "name": c.name,
+            "distribution": c.distribution,
+            "version": c.version,
+            "entry_point": c.value,
+            "disabled": host._config.exclusion(c.name, c.distribution),
+        }
+        for c in found
+    ]
+    if args.json:
+        _emit({"group": host.group, "loaded": False, "entry_points": rows})
+    elif not rows:
+        print(f"no plugins installed in the entry-point group {host.group!r}")
+    else:
+        table = [
+            (
+                r["name"],
+                r["distribution"] or "-",
+                r["version"] or "-",
+                r["entry_point"],
+                "disabled" if r["disabled"] else "not loaded",
+            )
+            for r in rows
+        ]
+        print(_table(("NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT", "STATE"), table))
+    return 0
+
+
+@contextlib.contextmanager
+def _plugin_output_to_stderr() -> Iterator[None]:
+    """While plugins load, what they print goes to stderr: stdout carries only our output.
+
+    Both levels are redirected: ``sys.stdout`` for ``print``, and file descriptor 1 for C
+    extensions and subprocesses, so ``--json`` output stays one parseable document.
+    """
+    sys.stdout.flush()
+    try:
+        saved: int | None = os.dup(1)
+    except OSError:  # no file descriptor 1 (a closed or detached stdout): nothing to protect
+        saved = None
+    try:
+        if saved is not None:
+            os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    if args.no_load:
+        return _cmd_entry_points(args)
+    host = plugins.host()
+    with _plugin_output_to_stderr():
+        records = host.plugins()
     if args.json:
         _emit(
             {
@@ -102,6 +210,9 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         print(f"no plugins installed in the entry-point group {host.group!r}")
     else:
         print(_plugins_table(records))
+        slowest = _slowest(records)
+        if slowest:
+            print(f"\n{slowest}")
     return _exit_status(host, records)
 
 
@@ -157,6 +268,8 @@ def _matrix(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, 
 
 def _cmd_carriers(args: argparse.Namespace) -> int:
     host = plugins.host()
+    with _plugin_output_to_stderr():
+        host.plugins()
     try:
         carriers = host.carriers()
     except PluginError as exc:
@@ -267,7 +380,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from conveyor.policy import registered_operations
 
     host = plugins.host()
-    records = host.plugins()
+    with _plugin_output_to_stderr():
+        records = host.plugins()
     carriers: Mapping[str, type[Carrier]] = {}
     carriers_error = None
     try:
@@ -293,6 +407,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         "operations": list(registered_operations()),
         "dtypes": [d.name for d in CONCRETE_DTYPES],
         "warnings": _warnings(host, records, carriers_error),
+        "sections": _doctor_sections(),
     }
     if args.json:
         _emit(report)
@@ -319,6 +434,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     print(f"\ncarriers: {listed or 'none'}")
     print(f"operations: {len(report['operations'])} registered: {', '.join(report['operations'])}")
     print(f"dtypes: {', '.join(report['dtypes'])}")
+    for name, lines in report["sections"].items():
+        print(f"{name}: " + ", ".join(f"{label} {value}" for label, value in lines.items()))
     if report["warnings"]:
         print("\nwarnings:")
         for warning in report["warnings"]:
@@ -326,6 +443,22 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print("\nno problems found")
     return _exit_status(host, records)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from conveyor.demo import DemoOptions, run_demo
+
+    options = DemoOptions(
+        quick=args.quick,
+        size=args.size << 20,
+        budget=args.budget << 20,
+        output=Path(args.output),
+        json=args.json,
+    )
+    summary = run_demo(options)
+    if args.json:
+        _emit(summary)
+    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -337,6 +470,7 @@ def _parser() -> argparse.ArgumentParser:
         ("plugins", "list discovered plugins and their states", _cmd_plugins),
         ("carriers", "list loaded carriers and what they support", _cmd_carriers),
         ("doctor", "versions, plugin states, and warnings with fixes", _cmd_doctor),
+        ("demo", "the whole framework at work: train, out of core, evict, siblings", _cmd_demo),
     )
     for name, summary, command in specs:
         sub = commands.add_parser(name, help=summary, description=summary)
@@ -346,6 +480,17 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--matrix", action="store_true", help="operation x carrier table of plan counts"
             )
+        if name == "plugins":
+            sub.add_argument(
+                "--no-load",
+                action="store_true",
+                help="list the entry points from metadata without importing any plugin",
+            )
+        if name == "demo":
+            sub.add_argument("--quick", action="store_true", help="a seconds-long version")
+            sub.add_argument("--size", type=int, default=1024, help="MiB of out-of-core data")
+            sub.add_argument("--budget", type=int, default=128, help="MiB the tiles may occupy")
+            sub.add_argument("--output", default="conveyor-demo", help="report folder")
     return parser
 
 

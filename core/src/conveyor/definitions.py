@@ -9,9 +9,9 @@ gate (derived from the carrier's kernel patterns), and only then lets a provider
 execute. Provider results are checked
 against the invocation before anything is published; gradients come only from the central VJP.
 
-The built-in definitions (``add``, ``mul``, ``elementwise_mul``, ``relu``, ``reduce_sum``,
-``matmul``, ``lt``, ``select`` and the views the central VJPs use) are at the end of this module;
-their VJPs are ``conveyor.gradients.vjp``.
+The built-in definitions (every planned name and the eight view names) are generated from the
+policy, options and gradient tables by ``conveyor.central_definitions``, which fills this
+module's registry; ``operation_definitions()`` lists them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from conveyor.carrier_definitions import (
     register_carrier_definition,
 )
 from conveyor.dtypes import DType
-from conveyor.layout import Layout, broadcast_shapes, normalize_axes
+from conveyor.functional import VIEW_OPERATIONS
+from conveyor.layout import Layout, rearrange_plan
 from conveyor.operation import Operation
 from conveyor.options import OperationExecutionOptions
 from conveyor.policy import OperationPlan, is_planned
@@ -42,6 +43,7 @@ from conveyor.providers import (
     PreparedComposite,
     ProviderContractError,
     ProviderResult,
+    StorageProvider,
     Unsupported,
 )
 from conveyor.tensor import Tensor
@@ -61,6 +63,7 @@ __all__ = [
     "define_operation",
     "dispatch_definition",
     "operation_definition",
+    "operation_definitions",
     "register_carrier_definition",
 ]
 
@@ -150,12 +153,16 @@ class ResolvedInvocation:
 @final
 @attrs.frozen
 class BoundCall:
-    """A bound call, as ``resolve`` receives it: operands by role, validated options, plan."""
+    """A bound call, as ``resolve`` receives it: operands by role, validated options, plan.
+
+    ``carrier`` is the exact dispatch carrier class, so refusals can name it.
+    """
 
     operation: str
     operands: tuple[Any, ...]
     options: OperationExecutionOptions | None
     plan: OperationPlan | None
+    carrier: type | None = attrs.field(default=None, kw_only=True)
 
     def option(self, name: str) -> Any:
         """An option's value, its schema default when the call gave no options."""
@@ -236,8 +243,7 @@ class OperationDefinition:
             ):
                 msg = f"{where}: operand {role} must be a Tensor, got {x!r} ({type(x).__name__})"
                 raise TypeError(msg)
-        plan = None
-        return BoundCall(self.name, operands, options, plan)
+        return BoundCall(self.name, operands, options, None, carrier=carrier_class)
 
 
 _OPERATIONS: dict[str, OperationDefinition] = {}
@@ -364,6 +370,18 @@ def operation_definition(name: str) -> OperationDefinition | None:
     return found
 
 
+def operation_definitions() -> tuple[OperationDefinition, ...]:
+    """Every central definition known now (built-in and custom), sorted by name.
+
+    The built-in ones cover every planned dispatch name and every view name, so a
+    definition-backed carrier can implement any of them.
+    """
+    _contributed_definitions()
+    with _OPERATIONS_LOCK:
+        found = list(_OPERATIONS.values())
+    return tuple(sorted(found, key=lambda d: d.name))
+
+
 # -- definition-backed dispatch -----------------------------------------------------------------
 
 
@@ -376,6 +394,8 @@ class DefinitionOperation(Operation):
     """
 
     invocation: ResolvedInvocation | None = None
+    _ran_kernel: bool = False  # kernels read saved inputs as they are; composites may lower
+    _in_vjp: bool = False
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
         self.definition = definition
@@ -405,7 +425,7 @@ class DefinitionOperation(Operation):
         cls = type(carrier)
         definition = self.definition
         call = definition.bind(cls, inputs, options)
-        call = BoundCall(call.operation, call.operands, call.options, self.plan)
+        call = BoundCall(call.operation, call.operands, call.options, self.plan, carrier=cls)
         invocation = definition.resolve(call)
         if not isinstance(invocation, ResolvedInvocation) or (
             invocation.operands is not inputs
@@ -427,7 +447,10 @@ class DefinitionOperation(Operation):
             )
         pattern = self._pattern(invocation)
         if pattern is not None:
+            self._ran_kernel = True
             return self._run_kernel(carrier, pattern, invocation)
+        if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
+            return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
         return self._run_composite(carrier, invocation)
 
     def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
@@ -468,6 +491,23 @@ class DefinitionOperation(Operation):
         result = prepared.execute()
         return _publish(invocation, cls, result, composite.result_carriers)
 
+    @property
+    def saved_inputs(self) -> tuple[Any, ...]:
+        """The saved inputs; a composite's ``lower_saved`` lowers its own outer tensors."""
+        saved = super().saved_inputs
+        carrier = self._dispatch_carrier
+        if not self._in_vjp or carrier is None or self._ran_kernel:
+            return saved
+        definition = carrier_definition(type(carrier))
+        lower = definition.composite.lower_saved if definition and definition.composite else None
+        if lower is None:
+            return saved
+        cls = type(carrier)
+        return tuple(
+            _lowered(lower, carrier, x) if type(x) is Tensor and type(x._carrier) is cls else x
+            for x in saved
+        )
+
     def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
         """The central VJP of the definition: providers never supply gradient math."""
         vjp = self.definition.vjp
@@ -475,7 +515,19 @@ class DefinitionOperation(Operation):
             carrier = getattr(self._dispatch_carrier_class, "__name__", "?")
             msg = f"{self._operation_name} on {carrier}: the operation is not differentiable"
             raise NotImplementedError(msg)
-        return vjp(self, gradient)
+        self._in_vjp = True  # only the VJP's own reads lower (the engine's checks do not)
+        try:
+            return vjp(self, gradient)
+        finally:
+            self._in_vjp = False
+
+
+def _lowered(lower: Callable[[Any, Tensor], Tensor], carrier: Any, x: Tensor) -> Tensor:
+    """A saved outer tensor as the composite lowers it, keeping whether it wants a gradient."""
+    low = lower(carrier, x)
+    if x.requires_grad:
+        low.requires_grad = True
+    return low
 
 
 def _publish(
@@ -520,6 +572,35 @@ def _publish(
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
+def _has_storage(cls: type) -> bool:
+    definition = carrier_definition(cls)
+    return definition is not None and isinstance(definition.storage, StorageProvider)
+
+
+def _span_view(carrier: Carrier, invocation: ResolvedInvocation) -> ProviderResult:
+    """A view name executed by the framework over a carrier's storage provider.
+
+    An aliasing result is the declared layout over the operand's own carrier; a copy (a
+    ``reshape`` or ``rearrange`` no layout expresses) is the operand's exported span, reordered
+    in NumPy and imported into a fresh carrier of the same class, so a vendor needs no view
+    kernels.
+    """
+    (x,) = invocation.operands
+    (spec,) = invocation.results
+    if spec.alias is not None:
+        return ProviderResult(Tensor._wrap(x._carrier, spec.layout, spec.dtype))
+    values = x._carrier.export_span(x.layout)
+    options = invocation.options
+    if invocation.operation == "rearrange":
+        assert options is not None  # rearrange has a required pattern
+        split, order, merged, _ = rearrange_plan(options.pattern, x.shape, dict(options.sizes))
+        values = values.reshape(split).transpose(order).reshape(merged)
+    out = type(carrier).allocate(spec.layout.size, spec.dtype)
+    if spec.layout.size:
+        out.import_span(Layout((spec.layout.size,)), values.reshape(-1))
+    return ProviderResult(Tensor._wrap(out, spec.layout, spec.dtype))
+
+
 def dispatch_definition(
     carrier: Carrier, definition: CarrierDefinition, operation_name: str
 ) -> Operation:
@@ -531,6 +612,9 @@ def dispatch_definition(
     """
     cls = type(carrier)
     central = operation_definition(operation_name)
+    if operation_name in VIEW_OPERATIONS and isinstance(definition.storage, StorageProvider):
+        assert central is not None  # every view name has a built-in definition
+        return DefinitionOperation(central, _sealed(cls, definition))
     if definition.is_storage_only and (central is not None or is_planned(operation_name)):
         msg = (
             f"{operation_name} on {cls.__name__}: the carrier's definition is storage-only (no "
@@ -549,144 +633,3 @@ def dispatch_definition(
         )
         raise NotImplementedError(msg)
     return DefinitionOperation(central, sealed)
-
-
-# -- the built-in central definitions ------------------------------------------------------------
-
-
-def _central_vjp(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
-    from conveyor.gradients import vjp
-
-    return vjp(op, gradient)
-
-
-def _shape(x: Any) -> tuple[int, ...]:
-    return x.shape if type(x) is Tensor else ()
-
-
-def _output(call: BoundCall) -> DType:
-    assert call.plan is not None  # planned names always carry a plan
-    return call.plan.outputs[0]
-
-
-def _broadcast(call: BoundCall, saved: Iterable[int]) -> ResolvedInvocation:
-    """Elementwise: NumPy broadcasting of every present operand, the plan's output dtype."""
-    shapes = [_shape(x) for x in call.operands if x is not None]
-    try:
-        shape = broadcast_shapes(*shapes)
-    except ValueError:
-        shown = ", ".join(map(str, shapes))
-        msg = f"{call.operation}: operand shapes {shown} cannot be broadcast together"
-        raise ValueError(msg) from None
-    return call.resolved([ResultSpec(dtype=_output(call), shape=shape)], saved)
-
-
-def _tensors(call: BoundCall) -> tuple[int, ...]:
-    return tuple(i for i, x in enumerate(call.operands) if type(x) is Tensor)
-
-
-def _reduce_sum(call: BoundCall) -> ResolvedInvocation:
-    (x,) = call.operands
-    axes = normalize_axes(call.option("axis"), x.ndim) if x.ndim else ()
-    if call.option("keepdims"):
-        shape = tuple(1 if i in axes else e for i, e in enumerate(x.shape))
-    else:
-        shape = tuple(e for i, e in enumerate(x.shape) if i not in axes)
-    return call.resolved([ResultSpec(dtype=_output(call), shape=shape)])
-
-
-def _matmul(call: BoundCall) -> ResolvedInvocation:
-    """NumPy ``@``: 1-D operands gain a unit axis that the result drops again."""
-    a, b = (x.shape for x in call.operands)
-    if not a or not b:
-        msg = f"matmul: operands must have at least one axis, got shapes {a} and {b}"
-        raise ValueError(msg)
-    a2 = (1, *a) if len(a) == 1 else a
-    b2 = (*b, 1) if len(b) == 1 else b
-    if a2[-1] != b2[-2]:
-        msg = f"matmul: shapes {a} and {b} do not align ({a2[-1]} != {b2[-2]})"
-        raise ValueError(msg)
-    try:
-        batch = broadcast_shapes(a2[:-2], b2[:-2])
-    except ValueError:
-        msg = f"matmul: the batch axes of shapes {a} and {b} cannot be broadcast together"
-        raise ValueError(msg) from None
-    shape = (*batch, *((a2[-2],) if len(a) > 1 else ()), *((b2[-1],) if len(b) > 1 else ()))
-    return call.resolved([ResultSpec(dtype=_output(call), shape=shape)], (0, 1))
-
-
-def _view(transform: Callable[[Layout, Any], Layout]) -> Callable[[BoundCall], ResolvedInvocation]:
-    """A representation-preserving name: the result aliases operand 0 under a new layout."""
-
-    def resolve(call: BoundCall) -> ResolvedInvocation:
-        x = call.operands[0]
-        layout = transform(x.layout, call.options or OperationExecutionOptions(call.operation))
-        spec = ResultSpec(dtype=x.dtype, shape=layout.shape, layout=layout, alias=0)
-        return call.resolved([spec])
-
-    return resolve
-
-
-def _reshape(call: BoundCall) -> ResolvedInvocation:
-    """A view when the layout allows it, else a fresh contiguous copy (as NumPy)."""
-    x = call.operands[0]
-    shape = call.option("shape")
-    layout = x.layout.reshape(shape)
-    if layout is None:
-        target = Layout.contiguous(x.shape).reshape(shape)
-        assert target is not None  # a contiguous layout always reshapes
-        return call.resolved([ResultSpec(dtype=x.dtype, shape=target.shape)])
-    return call.resolved([ResultSpec(dtype=x.dtype, shape=layout.shape, layout=layout, alias=0)])
-
-
-def _reshape_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
-    """The VJP of reshape, squeeze and unsqueeze: the cotangent in the input's shape."""
-    from conveyor.functional import reshape
-
-    (x,) = op.saved_inputs
-    return (reshape(gradient, shape=x.shape),)
-
-
-def _permute_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
-    from conveyor.functional import permute
-
-    (x,) = op.saved_inputs
-    axes = normalize_axes(op.options.axes, x.ndim)  # type: ignore[union-attr]  # required option
-    inverse = [0] * len(axes)
-    for i, a in enumerate(axes):
-        inverse[a] = i
-    return (permute(gradient, axes=tuple(inverse)),)
-
-
-def _broadcast_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
-    # The autograd engine sums a broadcast cotangent back to the input's shape.
-    return (gradient,)
-
-
-def _builtin(name: str, roles: tuple[str, ...], resolve: Any, vjp: Any, **kw: Any) -> None:
-    _register_operation(OperationDefinition(name=name, roles=roles, resolve=resolve, vjp=vjp, **kw))
-
-
-def _define_builtins() -> None:
-    pair, both = ("input", "other"), frozenset({"input", "other"})
-    _builtin("add", pair, lambda c: _broadcast(c, ()), _central_vjp, scalar_roles=both)
-    _builtin("mul", pair, lambda c: _broadcast(c, _tensors(c)), _central_vjp, scalar_roles=both)
-    _builtin("elementwise_mul", pair, lambda c: _broadcast(c, (0, 1)), _central_vjp)
-    _builtin("relu", ("input",), lambda c: _broadcast(c, (0,)), _central_vjp)
-    _builtin("lt", pair, lambda c: _broadcast(c, ()), NON_DIFFERENTIABLE, scalar_roles=both)
-    select_roles = ("condition", "input", "other")
-    _builtin("select", select_roles, lambda c: _broadcast(c, (0,)), _central_vjp, scalar_roles=both)
-    _builtin("reduce_sum", ("input",), _reduce_sum, _central_vjp)
-    _builtin("matmul", pair, _matmul, _central_vjp)
-    views: dict[str, tuple[Any, Any]] = {
-        "reshape": (_reshape, _reshape_back),
-        "squeeze": (_view(lambda lay, o: lay.squeeze(o.axes)), _reshape_back),
-        "unsqueeze": (_view(lambda lay, o: lay.unsqueeze(o.axes)), _reshape_back),
-        "permute": (_view(lambda lay, o: lay.permute(o.axes)), _permute_back),
-        "broadcast_to": (_view(lambda lay, o: lay.broadcast_to(o.shape)), _broadcast_back),
-    }
-    for name, (resolve, vjp) in views.items():
-        _builtin(name, ("input",), resolve, vjp)
-
-
-_define_builtins()

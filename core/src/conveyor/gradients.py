@@ -243,6 +243,8 @@ def _pow(c: _Call) -> tuple[_Grad, ...]:
     if c.wants(1):
         # a**b * log(a), and 0 where a == 0 and b >= 0 (as PyTorch), where log(a) is -inf.
         complex_plan = c.plan is not None and c.plan.compute.is_complex
+        if isinstance(a, Tensor) and a.dtype.is_bool and c.plan is not None:
+            a = a.astype(c.plan.compute)  # log has no bool plan; the base's values are 0 and 1
         log_a = _F.log(a) if isinstance(a, Tensor) else _log_scalar(a, complex_plan)
         value = _F.mul(_F.mul(g, _F.pow(a, b)), log_a)
         zero_base = _eq(a, 0)

@@ -323,12 +323,19 @@ class Layout:
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
-    """``axis`` counted from the front; negative axes count from the end (``IndexError`` if out)."""
+    """``axis`` counted from the front; negative axes count from the end.
+
+    Raises:
+        numpy.exceptions.AxisError: ``axis`` is out of range (NumPy's type, an ``IndexError``
+            and a ``ValueError``); the message names the axis and the rank.
+    """
     if ndim == 0 and axis in (0, -1):
         return 0  # a 0-d tensor's single element answers to axis 0 and -1, as in PyTorch
     if not -ndim <= axis < ndim:
+        from numpy.exceptions import AxisError  # only on refusal: core imports no NumPy eagerly
+
         msg = f"axis {axis} is out of range for {ndim} axes"
-        raise IndexError(msg)
+        raise AxisError(msg)
     return axis % ndim
 
 

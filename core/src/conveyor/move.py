@@ -7,11 +7,14 @@ route its author wrote. Routes come from ``register_move_route`` and from plugin
 again whenever the host contributes different routes); both land in one table where a pair may
 appear once.
 
-Routes copy whole spans through the carrier storage contract (``export_span`` /
-``import_span``) or the carriers' own bulk I/O (memory maps, ``readinto``, ``pwrite``), never
-element by element. Movement is lowered execution: the public ``move`` is differentiable (when
-its input requires grad and grad mode is on, the result's autograd node moves the gradient back
-to the source class) and otherwise creates no autograd node.
+Without a route, a move to or from a definition-backed carrier with a storage provider takes the
+generic bulk span path (``span_copy``); other pairs are refused with a message naming both
+classes and the hooks to implement. Routes copy whole spans through the carrier storage
+contract (``export_span`` / ``import_span``) or the carriers' own bulk I/O (memory maps,
+``readinto``, ``pwrite``), never element by element. Movement is lowered execution: the
+public ``move`` is differentiable (when its input requires grad and grad mode is on, the
+result's autograd node moves the gradient back to the source class) and otherwise creates no
+autograd node.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from typing import Any, Final, TypeAlias, final
 
 import attrs
 
-from conveyor import plugins
-from conveyor.carrier import Carrier
+from conveyor import _journal, plugins
+from conveyor.carrier import Carrier, DependentCarrier
+from conveyor.carrier_definitions import carrier_definition
 from conveyor.layout import Layout
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
+from conveyor.providers import StorageProvider
 from conveyor.tensor import Tensor
 
 __all__ = ["MoveRoute", "move", "move_route", "move_routes", "register_move_route", "span_copy"]
@@ -102,7 +107,18 @@ def register_move_route(
             raise _duplicate(route)
         _registered[pair] = route
         _merged = None
+    _journal.record(lambda: _unregister(route))
     return route
+
+
+def _unregister(route: MoveRoute) -> None:
+    """Withdraw ``route`` (a plugin that registered it at import ended broken)."""
+    global _merged
+    with _lock:
+        pair = (route.source, route.destination)
+        if _registered.get(pair) is route:
+            del _registered[pair]
+            _merged = None
 
 
 def _table() -> dict[_Pair, MoveRoute]:
@@ -130,28 +146,95 @@ def _table() -> dict[_Pair, MoveRoute]:
     return table
 
 
+def check_contributed_route(item: object, earlier: Mapping[_Pair, str]) -> _Pair:
+    """Refuse a plugin's move route that ``move`` could not use; returns its pair.
+
+    The plugin host calls it while loading the plugin, so a bad route marks that plugin broken
+    (named in the error) instead of failing every later ``move``. ``earlier`` maps the pairs of
+    plugins loaded before this one to how to name their plugin.
+
+    Raises:
+        TypeError: ``item`` is not a ``MoveRoute``.
+        ValueError: its pair already has a registered route or an earlier plugin's route.
+    """
+    if not isinstance(item, MoveRoute):
+        msg = f"contributed {item!r} ({type(item).__name__}); contribute conveyor.MoveRoute records"
+        raise TypeError(msg)
+    pair = (item.source, item.destination)
+    where = f"a route from {item.source.__name__} to {item.destination.__name__}"
+    with _lock:
+        registered = pair in _registered
+    if registered:
+        msg = f"{where} is already registered with register_move_route; each pair has one route"
+        raise ValueError(msg)
+    owner = earlier.get(pair)
+    if owner is not None:
+        msg = f"{where} is also contributed by {owner}; each pair has exactly one route"
+        raise ValueError(msg)
+    return pair
+
+
 def move_routes() -> Mapping[_Pair, MoveRoute]:
     """Every route ``move`` can take, keyed by ``(source class, destination class)``."""
     return dict(_table())
 
 
 def move_route(source: type[Carrier], destination: type[Carrier]) -> MoveRoute:
-    """The route from ``source`` to ``destination``; same-class copies have a built-in one.
+    """The route from ``source`` to ``destination``.
+
+    A registered or contributed route wins. Without one, a same-class copy and a move to or from
+    a definition-backed carrier whose storage provider has spans take the generic bulk span path
+    (``span_copy``), provided the other side implements the span hook it needs.
 
     Raises:
-        NotImplementedError: no route joins the two classes (the message names both).
+        NotImplementedError: no route joins the two classes and the span path cannot copy (the
+            message names both classes and the hooks to implement).
     """
     route = _table().get((source, destination))
     if route is not None:
         return route
-    if source is destination:
+    if source is destination or _spans(source, destination):
         return MoveRoute(source=source, destination=destination, copy=span_copy)
+    missing = [
+        f"{cls.__name__}.{hook}"
+        for cls, hook in ((source, "_export"), (destination, "_import"))
+        if not _has_hook(cls, hook)
+    ]
+    need = (
+        f"implement the storage span hooks {' and '.join(missing)} and give one side a "
+        f"CarrierDefinition with a StorageProvider"
+        if missing
+        else "give one side a CarrierDefinition with a StorageProvider"
+    )
     msg = (
         f"move from {source.__name__} to {destination.__name__}: no move route joins these "
-        f"carriers; move through a carrier both have routes to (e.g. 'cpu'), or register one "
-        f"with conveyor.register_move_route"
+        f"carriers; contribute a TransferRoute (CarrierDefinition transfers, the "
+        f"conveyor_move_routes hook or conveyor.register_move_route), or {need} so the generic "
+        f"bulk span path can copy, or move through a carrier both have routes to (e.g. 'cpu')"
     )
     raise NotImplementedError(msg)
+
+
+def _has_hook(cls: type[Carrier], hook: str) -> bool:
+    """Whether ``cls`` implements the storage hook (a definition-backed class gets it installed)."""
+    return getattr(cls, hook, None) is not getattr(Carrier, hook)
+
+
+def _spans(source: type[Carrier], destination: type[Carrier]) -> bool:
+    """Whether the generic bulk span path applies between two different classes.
+
+    It needs span export on the source, span import (and ``allocate``) on the destination, and a
+    definition-backed side with a storage provider, whose author opted into the storage contract;
+    composed carriers (``DependentCarrier``) allocate through their tiers, so they need a route.
+    """
+    if issubclass(source, DependentCarrier) or issubclass(destination, DependentCarrier):
+        return False
+    if not (_has_hook(source, "_export") and _has_hook(destination, "_import")):
+        return False
+    return any(
+        isinstance(getattr(carrier_definition(cls), "storage", None), StorageProvider)
+        for cls in (source, destination)
+    )
 
 
 def span_copy(source: Tensor, destination: type[Carrier], **options: Any) -> Tensor:

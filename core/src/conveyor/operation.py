@@ -133,13 +133,6 @@ class Operation:
         attach: bool,
     ) -> OperationResult:
         name = self._operation_name
-        if unexpected:
-            msg = (
-                f"{name}.forward() got unexpected keyword argument(s) "
-                f"{', '.join(sorted(unexpected))}; pass operation parameters in "
-                f"options=OperationExecutionOptions({name!r}, ...)"
-            )
-            raise TypeError(msg)
         if not self._dispatched:
             msg = (
                 f"{type(self).__name__}.forward: this operation was never dispatched; obtain "
@@ -152,6 +145,15 @@ class Operation:
                 f"operation; dispatch a fresh one for each call"
             )
             raise RuntimeError(msg)
+        # Consumed by the first call whatever its outcome, so a refused call cannot be retried.
+        self._forwarded = True
+        if unexpected:
+            msg = (
+                f"{name}.forward() got unexpected keyword argument(s) "
+                f"{', '.join(sorted(unexpected))}; pass operation parameters in "
+                f"options=OperationExecutionOptions({name!r}, ...)"
+            )
+            raise TypeError(msg)
         if options is not None:
             if type(options) is not OperationExecutionOptions:
                 msg = (
@@ -168,7 +170,6 @@ class Operation:
         spec = _SPECS.get(name)  # type: ignore[arg-type]  # dispatched implies a name
         if spec is not None:
             self.plan = self._preflight(spec, inputs, options)
-        self._forwarded = True
         self.options = options
 
         needs_grad = False
@@ -219,6 +220,7 @@ class Operation:
         # The carrier's write counter at save time; read directly, this runs on every call.
         self._saved_versions = tuple([(t, t._carrier._version) for t in tensors])
         self._grad_inputs = tensors
+        autograd.note_saved(self, tensors)  # exports of these carriers must stay read-only
 
     def _release_saved(self) -> None:
         self._saved = None

@@ -20,6 +20,7 @@ from typing import Any, Final, NamedTuple, NoReturn, final
 
 import attrs
 
+from conveyor import dtypes
 from conveyor.dtypes import DType
 
 __all__ = [
@@ -168,10 +169,14 @@ def _choice(*choices: str) -> _Validator:
 
 
 def _dtype(value: object) -> object:
-    # Which dtypes are legal depends on the plan; conveyor.policy decides that.
-    if value is not None and not isinstance(value, DType):
-        raise _Bad(TypeError, "look one up with conveyor.dtype(...)")
-    return value
+    # Which dtypes are legal depends on the plan; conveyor.policy decides that. Anything
+    # conveyor.dtype() resolves (a name such as "float64", a NumPy dtype) is accepted.
+    if value is None or isinstance(value, DType):
+        return value
+    try:
+        return dtypes.dtype(value)
+    except TypeError:
+        raise _Bad(TypeError, "look one up with conveyor.dtype(...)") from None
 
 
 def _axes(wrap: bool = False, optional: bool = False) -> _Validator:

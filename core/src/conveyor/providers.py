@@ -358,12 +358,18 @@ class CompositeProvider:
     ``result_carriers`` the carrier classes its results may live on (the declared dense compute
     carriers); ``prepare(carrier, invocation)`` sees the immutable invocation only after the
     capability gate, and returns ``PreparedComposite`` or ``Unsupported``.
+    ``lower_saved(carrier, tensor)``, when given, is how the central VJP reads a saved outer
+    operand: outer tensors the VJP's public functions cannot run on (a tiled tensor) are
+    lowered to a result-carrier tensor first; the VJP itself stays the central one.
     """
 
     capabilities: tuple[OperationCapability, ...] = attrs.field(converter=_capabilities)
     result_carriers: tuple[type, ...] = attrs.field(converter=_classes)
     prepare: Callable[[Carrier, ResolvedInvocation], PreparedComposite | Unsupported] = attrs.field(
         validator=_is_callable
+    )
+    lower_saved: Callable[[Carrier, Tensor], Tensor] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_is_callable)
     )
 
 

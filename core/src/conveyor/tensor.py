@@ -7,13 +7,15 @@ calls the public functions), so the tensor itself never computes and never picks
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from conveyor import dtypes
+from conveyor import dtypes, printing
+from conveyor.autograd import is_grad_enabled as _grad_enabled
 from conveyor.dtypes import DType
-from conveyor.layout import Layout
+from conveyor.layout import Layout, normalize_axes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,16 +27,75 @@ __all__ = [
     "Subtensor",
     "Tensor",
     "arange",
+    "default_carrier",
     "empty",
     "full",
+    "get_default_carrier",
     "ones",
     "ones_like",
+    "set_default_carrier",
     "tensor",
     "zeros",
     "zeros_like",
 ]
 
 DEFAULT_CARRIER = "cpu"
+
+# -- the default carrier and the composed-function table ---------------------------------------
+
+_default_carrier: Any = DEFAULT_CARRIER
+
+# Kinds in promotion order: an in-place write may not move a result down this order.
+_KIND_RANK = {
+    "bool": 0,
+    "unsigned_integer": 1,
+    "signed_integer": 1,
+    "floating": 2,
+    "complex_floating": 3,
+}
+_DTYPE_NAMES = frozenset(d.name for d in dtypes.CONCRETE_DTYPES)
+_PLAIN_SCALARS = frozenset({bool, int, float, complex, type(None)})
+
+#: Operators and protocols composed above this layer, filled in by ``conveyor.composed`` and
+#: ``conveyor.numpy_protocols`` when ``conveyor`` is imported.
+_COMPOSED: dict[str, Callable[..., Any]] = {}
+
+
+def _composed(name: str) -> Callable[..., Any]:
+    function = _COMPOSED.get(name)
+    if function is None:
+        msg = f"{name}: the composed functions are not loaded; import conveyor first"
+        raise RuntimeError(msg)
+    return function
+
+
+def get_default_carrier() -> Any:
+    """The carrier (name or class) constructors use when none is given."""
+    return _default_carrier
+
+
+def set_default_carrier(carrier: Any) -> None:
+    """Make ``carrier`` (a registered name or a Carrier class) the constructors' default.
+
+    Raises:
+        TypeError, ValueError: ``carrier`` is not a carrier class or names no installed carrier
+            (nothing is changed).
+    """
+    global _default_carrier
+    _resolve_carrier(carrier)
+    _default_carrier = carrier
+
+
+@contextlib.contextmanager
+def default_carrier(carrier: Any) -> Iterator[Any]:
+    """Use ``carrier`` as the default inside the ``with`` block, then restore the previous one."""
+    global _default_carrier
+    previous = _default_carrier
+    set_default_carrier(carrier)
+    try:
+        yield carrier
+    finally:
+        _default_carrier = previous
 
 
 @final
@@ -168,13 +229,23 @@ class Tensor:
         return self._layout.shape[0]
 
     def __repr__(self) -> str:
+        """NumPy-style text: summarised values, shape when empty, dtype, carrier, grad state."""
         carrier = type(self._carrier).__name__
-        grad = ", requires_grad=True" if self._requires_grad else ""
+        extras = [f"dtype={self._dtype.name}", f"carrier={carrier}"]
+        if self.size == 0:
+            extras.insert(0, f"shape={self.shape}")
+        if self._grad_fn is not None:
+            extras.append(f"grad_fn=<{self._grad_fn._operation_name}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
         try:
-            values = repr(self.numpy().tolist())
+            values = printing.format_values(self.numpy(), self._dtype, "Tensor(")
         except Exception:  # repr must not fail for released or exotic carriers
             values = "<unreadable>"
-        return f"Tensor({values}, dtype={self._dtype.name}, carrier={carrier}{grad})"
+        return f"Tensor({values}, {', '.join(extras)})"
+
+    def __str__(self) -> str:
+        return repr(self)
 
     # -- autograd -----------------------------------------------------------------------------
 
@@ -242,14 +313,33 @@ class Tensor:
 
         Zero-copy interchange is a carrier capability (only memory a consumer can address can be
         shared), so carriers without the hook refuse with ``BufferError`` like any producer.
+        A tensor that requires grad, or whose storage a live graph saved for backward, is
+        exported as a copy: consumers may ignore DLPack's read-only flag (PyTorch does), and a
+        write through shared memory would bypass the version check and corrupt gradients.
+
+        Raises:
+            BufferError: the carrier cannot share memory, or ``copy=False`` was asked for a
+                tensor that is part of a graph.
         """
+        from conveyor.autograd import saved_for_backward
+
+        carrier = type(self._carrier).__name__
         hook = getattr(self._carrier, "_dlpack", None)
         if hook is None:
             msg = (
-                f"__dlpack__ on {type(self._carrier).__name__}: the carrier cannot share its "
+                f"__dlpack__ on {carrier}: the carrier cannot share its "
                 f"memory; use tensor.numpy() or cv.move the tensor to 'cpu'"
             )
             raise BufferError(msg)
+        if self._requires_grad or saved_for_backward(self._carrier):
+            if kwargs.get("copy") is False:
+                msg = (
+                    f"__dlpack__ on {carrier}: copy=False, but the tensor is part of an "
+                    f"autograd graph and is only exported as a copy; pass copy=None or detach "
+                    f"a clone first"
+                )
+                raise BufferError(msg)
+            kwargs["copy"] = True
         return hook(self._layout, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -270,6 +360,12 @@ class Tensor:
         return self.numpy().tolist()
 
     def __bool__(self) -> bool:
+        if self.size != 1:
+            msg = (
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; use "
+                f"cv.any(t) or cv.all(t)"
+            )
+            raise ValueError(msg)
         return bool(self.item())
 
     def __float__(self) -> float:
@@ -278,17 +374,20 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
-    def astype(self, dtype: DType) -> Tensor:
-        """A copy converted to ``dtype`` on the same carrier class (NumPy casting rules).
+    def astype(self, dtype: DType | str) -> Tensor:
+        """A copy converted to ``dtype`` (a DType or its name) on the same carrier class.
+
+        NumPy casting rules apply.
 
         Complex to real keeps the real part, as NumPy does, but deliberately: no ComplexWarning.
         """
         import numpy as np
 
+        target = _check_dtype(dtype)
         values = self.numpy()
-        if self._dtype.is_complex and not _check_dtype(dtype).is_complex:
+        if self._dtype.is_complex and not target.is_complex:
             values = np.real(values)
-        return _from_array(values.astype(dtype.numpy), dtype, type(self._carrier))
+        return _from_array(values.astype(target.numpy), target, type(self._carrier))
 
     def clone(self) -> Tensor:
         """A contiguous copy in fresh storage of the same carrier class."""
@@ -297,6 +396,8 @@ class Tensor:
     def __getitem__(self, key: Any) -> Tensor:
         from conveyor import functional as F
 
+        if _composed("is_advanced")(key):
+            return _composed("getitem")(self, key)  # type: ignore[no-any-return]  # hook table
         return F.view(self, key=key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -309,6 +410,9 @@ class Tensor:
 
         from conveyor.options import OperationExecutionOptions
 
+        if _composed("is_advanced")(key):
+            _composed("setitem")(self, key, value)
+            return
         if self._writes_into_grad_leaf():
             msg = (
                 "cannot write in place into a leaf tensor that requires grad (or a view of "
@@ -339,46 +443,46 @@ class Tensor:
     # -- operator sugar: each calls the public function of the same meaning -------------------
 
     def __add__(self, other: Any) -> Tensor:
-        return _F.add(self, other)
+        return _F.add(self, self._operand(other))
 
     def __radd__(self, other: Any) -> Tensor:
-        return _F.add(other, self)
+        return _F.add(self._operand(other), self)
 
     def __sub__(self, other: Any) -> Tensor:
-        return _F.sub(self, other)
+        return _F.sub(self, self._operand(other))
 
     def __rsub__(self, other: Any) -> Tensor:
-        return _F.sub(other, self)
+        return _F.sub(self._operand(other), self)
 
     def __mul__(self, other: Any) -> Tensor:
-        return _F.mul(self, other)
+        return _F.mul(self, self._operand(other))
 
     def __rmul__(self, other: Any) -> Tensor:
-        return _F.mul(other, self)
+        return _F.mul(self._operand(other), self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _F.div(self, other)
+        return _F.div(self, self._operand(other))
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _F.div(other, self)
+        return _F.div(self._operand(other), self)
 
     def __pow__(self, other: Any) -> Tensor:
-        return _F.pow(self, other)
+        return _F.pow(self, self._operand(other))
 
     def __rpow__(self, other: Any) -> Tensor:
-        return _F.pow(other, self)
+        return _F.pow(self._operand(other), self)
 
     def __mod__(self, other: Any) -> Tensor:
-        return _F.rem(self, other)
+        return _F.rem(self, self._operand(other))
 
     def __rmod__(self, other: Any) -> Tensor:
-        return _F.rem(other, self)
+        return _F.rem(self._operand(other), self)
 
-    def __matmul__(self, other: Tensor) -> Tensor:
-        return _F.matmul(self, other)
+    def __matmul__(self, other: Any) -> Tensor:
+        return _F.matmul(self, self._operand(other))
 
-    def __rmatmul__(self, other: Tensor) -> Tensor:
-        return _F.matmul(other, self)
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _F.matmul(self._operand(other), self)
 
     def __neg__(self) -> Tensor:
         return _F.neg(self)
@@ -387,25 +491,31 @@ class Tensor:
         return _F.abs(self)
 
     def __invert__(self) -> Tensor:
-        return _F.logical_not(self)
+        """Logical not for bool, bitwise not for integers (as NumPy's ``~``)."""
+        if self._dtype.is_bool:
+            return _F.logical_not(self)
+        return _composed("bitwise_invert")(self)  # type: ignore[no-any-return]  # hook table
+
+    def __pos__(self) -> Tensor:
+        return self
 
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as NumPy
-        return _F.eq(self, other)
+        return _F.eq(self, self._operand(other))
 
     def __ne__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as NumPy
-        return _F.ne(self, other)
+        return _F.ne(self, self._operand(other))
 
     def __lt__(self, other: Any) -> Tensor:
-        return _F.lt(self, other)
+        return _F.lt(self, self._operand(other))
 
     def __le__(self, other: Any) -> Tensor:
-        return _F.le(self, other)
+        return _F.le(self, self._operand(other))
 
     def __gt__(self, other: Any) -> Tensor:
-        return _F.lt(other, self)
+        return _F.lt(self._operand(other), self)
 
     def __ge__(self, other: Any) -> Tensor:
-        return _F.le(other, self)
+        return _F.le(self._operand(other), self)
 
     # -- method forms of common functions -----------------------------------------------------
 
@@ -441,8 +551,7 @@ class Tensor:
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """``sum / count``: composed from planned operations, so it differentiates for free."""
-        axes = range(self.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
-        count = math.prod(self.shape[a] for a in axes)
+        count = math.prod(self.shape[a] for a in normalize_axes(axis, self.ndim))
         return _F.div(self.sum(axis=axis, keepdims=keepdims), count)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
@@ -472,6 +581,315 @@ class Tensor:
     def unsqueeze(self, axes: int | Sequence[int]) -> Tensor:
         return _F.unsqueeze(self, axes=axes)
 
+    # -- NumPy-user additions: operators, in-place forms, protocols and conversions ------------
+    # Operators and methods whose meaning is composed from several dispatch names are looked up
+    # in the ``_COMPOSED`` table that ``conveyor.composed`` fills at import (the tensor layer
+    # sits below the composed functions and never imports them).
+
+    def _operand(self, other: Any) -> Any:
+        """An ndarray or NumPy scalar operand copied onto this tensor's carrier class.
+
+        Tensors and Python scalars (the hot path of operator sugar) pass through untouched.
+        """
+        if type(other) is Tensor or type(other) in _PLAIN_SCALARS:
+            return other
+        import numpy as np
+
+        if isinstance(other, np.ndarray | np.generic) and not isinstance(other, float | int):
+            return _from_array(
+                np.asarray(other), dtypes.from_numpy(other.dtype), type(self._carrier)
+            )
+        return other
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _composed("floor_divide")(self, self._operand(other))  # type: ignore[no-any-return]
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _composed("floor_divide")(self._operand(other), self)  # type: ignore[no-any-return]
+
+    def __and__(self, other: Any) -> Tensor:
+        return _composed("bitwise_and")(self, self._operand(other))  # type: ignore[no-any-return]
+
+    def __rand__(self, other: Any) -> Tensor:
+        return _composed("bitwise_and")(self._operand(other), self)  # type: ignore[no-any-return]
+
+    def __or__(self, other: Any) -> Tensor:
+        return _composed("bitwise_or")(self, self._operand(other))  # type: ignore[no-any-return]
+
+    def __ror__(self, other: Any) -> Tensor:
+        return _composed("bitwise_or")(self._operand(other), self)  # type: ignore[no-any-return]
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _composed("bitwise_xor")(self, self._operand(other))  # type: ignore[no-any-return]
+
+    def __rxor__(self, other: Any) -> Tensor:
+        return _composed("bitwise_xor")(self._operand(other), self)  # type: ignore[no-any-return]
+
+    def __lshift__(self, other: Any) -> Tensor:
+        return _composed("bitwise_left_shift")(self, self._operand(other))  # type: ignore[no-any-return]
+
+    def __rlshift__(self, other: Any) -> Tensor:
+        return _composed("bitwise_left_shift")(self._operand(other), self)  # type: ignore[no-any-return]
+
+    def __rshift__(self, other: Any) -> Tensor:
+        return _composed("bitwise_right_shift")(self, self._operand(other))  # type: ignore[no-any-return]
+
+    def __rrshift__(self, other: Any) -> Tensor:
+        return _composed("bitwise_right_shift")(self._operand(other), self)  # type: ignore[no-any-return]
+
+    # In-place forms: the out-of-place result is written into this tensor's own storage.
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace("add_", _F.add, other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace("sub_", _F.sub, other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace("mul_", _F.mul, other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace("div_", _F.div, other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self._inplace("pow_", _F.pow, other)
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self._inplace("rem_", _F.rem, other)
+
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self._inplace("floor_divide_", _composed("floor_divide"), other)
+
+    def __iand__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_and_", _composed("bitwise_and"), other)
+
+    def __ior__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_or_", _composed("bitwise_or"), other)
+
+    def __ixor__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_xor_", _composed("bitwise_xor"), other)
+
+    def __ilshift__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_left_shift_", _composed("bitwise_left_shift"), other)
+
+    def __irshift__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_right_shift_", _composed("bitwise_right_shift"), other)
+
+    def __imatmul__(self, other: Any) -> Tensor:
+        return self._inplace("matmul_", _F.matmul, other)
+
+    def add_(self, other: Any) -> Tensor:
+        """``self += other`` in place (PyTorch's name)."""
+        return self._inplace("add_", _F.add, other)
+
+    def sub_(self, other: Any) -> Tensor:
+        return self._inplace("sub_", _F.sub, other)
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._inplace("mul_", _F.mul, other)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._inplace("div_", _F.div, other)
+
+    def zero_(self) -> Tensor:
+        """Fill with zeros in place; on a recorded tensor the gradient to its past is zero."""
+        return self.fill_(0)
+
+    def fill_(self, value: Any) -> Tensor:
+        """Fill with ``value`` in place (converted to this tensor's dtype)."""
+        self._check_inplace("fill_")
+        filled = full(self.shape, value, self._dtype, type(self._carrier))
+        if self._grad_fn is not None and _grad_enabled():
+            # Recorded as ``old * 0 + value`` (on a snapshot of the old values, which the write
+            # leaves intact) so earlier operations receive a zero gradient.
+            self._assign("fill_", _F.add(_F.mul(self._snapshot(), 0), filled), values=filled)
+        else:
+            self._assign("fill_", filled)
+        return self
+
+    def copy_(self, source: Any) -> Tensor:
+        """Write ``source`` (broadcast, converted to this dtype) into this tensor in place."""
+        self._check_inplace("copy_")
+        if not isinstance(source, Tensor):
+            import numpy as np
+
+            source = _from_array(
+                np.asarray(source, dtype=self._dtype.numpy), self._dtype, type(self._carrier)
+            )
+        elif type(source._carrier) is not type(self._carrier):
+            from conveyor.move import move
+
+            source = move(source, type(self._carrier))
+        if source.dtype is not self._dtype:
+            source = source.astype(self._dtype)
+        self._assign("copy_", _F.broadcast_to(source, shape=self.shape))
+        return self
+
+    def _inplace(self, what: str, function: Any, other: Any) -> Tensor:
+        self._check_inplace(what)
+        self._assign(what, function(self, self._operand(other)))
+        return self
+
+    def _check_inplace(self, what: str) -> None:
+        """Refuse, before anything is computed, a write autograd could not account for."""
+        if _grad_enabled() and self._writes_into_grad_leaf():
+            msg = (
+                f"{what} on {type(self._carrier).__name__}: a leaf tensor that requires grad (or "
+                f"a view of one) is used in an in-place operation; write under `with "
+                f"cv.no_grad():`, into leaf.detach(), or use the out-of-place form"
+            )
+            raise RuntimeError(msg)
+
+    def _assign(self, what: str, result: Tensor, *, values: Tensor | None = None) -> None:
+        """Publish ``values`` (default ``result``) into this storage; take over its graph node.
+
+        The operation that produced ``result`` saved this tensor; it is handed a snapshot of the
+        old values carrying the old autograd state, so its backward (and the graph behind it)
+        still sees what forward saw, as PyTorch's "original self" does.
+        """
+        values = result if values is None else values
+        if values.shape != self.shape:
+            msg = (
+                f"{what} on {type(self._carrier).__name__}: the result has shape {values.shape}, "
+                f"which cannot be written into a tensor of shape {self.shape}; broadcast the "
+                f"target first or use the out-of-place form"
+            )
+            raise ValueError(msg)
+        if values.dtype is not self._dtype:
+            if _KIND_RANK[values.dtype.kind] > _KIND_RANK[self._dtype.kind] or (
+                result._grad_fn is not None
+            ):
+                msg = (
+                    f"{what} on {type(self._carrier).__name__}: the result dtype "
+                    f"{values.dtype.name} cannot be written into a {self._dtype.name} tensor in "
+                    f"place; cast with .astype() and use the out-of-place form"
+                )
+                raise TypeError(msg)
+            values = values.astype(self._dtype)
+        op = result._grad_fn if _grad_enabled() else None
+        if op is not None and any(t is self for t in op._grad_inputs):
+            snapshot = self._snapshot()
+            op._grad_inputs = tuple(snapshot if t is self else t for t in op._grad_inputs)
+            if op._saved is not None:
+                op._saved = tuple(snapshot if t is self else t for t in op._saved)
+            op._saved_versions = tuple(
+                (snapshot, snapshot._carrier._version) if t is self else (t, v)
+                for t, v in op._saved_versions
+            )
+        data = values.numpy()
+        if values._carrier is self._carrier:
+            data = data.copy()  # the source may overlap the destination
+        if self.size:
+            self._carrier.import_span(self._layout, data)
+        if op is not None:
+            self._grad_fn, self._output_index = op, result._output_index
+            self._requires_grad = True
+
+    def _snapshot(self) -> Tensor:
+        """A copy of the current values that carries this tensor's autograd state."""
+        snapshot = self.clone()
+        snapshot._grad_fn, snapshot._output_index = self._grad_fn, self._output_index
+        snapshot._requires_grad = self._requires_grad
+        return snapshot
+
+    # Protocols: NumPy (NEP 13/18), the Array API and Python's numeric conversions.
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """NumPy ufuncs with a Conveyor equivalent run on this carrier; others refuse.
+
+        Returning ``NotImplemented`` makes NumPy raise ``TypeError``: a ufunc never silently
+        turns a tensor into an ndarray.
+        """
+        return _composed("array_ufunc")(self, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """NumPy functions with a Conveyor equivalent run on this carrier; others refuse."""
+        return _composed("array_function")(self, func, types, args, kwargs)
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The Array API namespace, ``conveyor.array_api``."""
+        return _composed("array_namespace")(api_version)
+
+    @property
+    def device(self) -> type[Carrier]:
+        """The carrier class, which is the Array API device of a tensor."""
+        return type(self._carrier)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        """The tensor on ``device`` (a carrier class or name); itself when already there."""
+        if stream is not None:
+            msg = f"to_device: streams are not supported, got stream={stream!r}"
+            raise ValueError(msg)
+        return self.to(device)
+
+    def to(self, target: Any) -> Tensor:
+        """A copy on another carrier (class or name) or in another dtype; ``self`` if no change."""
+        if isinstance(target, DType) or (isinstance(target, str) and target in _DTYPE_NAMES):
+            dtype = _check_dtype(target)
+            return self if dtype is self._dtype else self.astype(dtype)
+        cls = _resolve_carrier(target)
+        if cls is type(self._carrier):
+            return self
+        from conveyor.move import move
+
+        return move(self, cls)
+
+    def copy(self) -> Tensor:
+        """A contiguous copy in fresh storage; differentiable (NumPy's name for ``clone``)."""
+        if self._requires_grad and _grad_enabled():
+            return _F.mul(self, 1)
+        return self.clone()
+
+    @property
+    def mT(self) -> Tensor:
+        """The last two axes swapped (the Array API's matrix transpose)."""
+        if self.ndim < 2:
+            msg = f"mT needs at least 2 axes, this tensor has shape {self.shape}"
+            raise ValueError(msg)
+        axes = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2)
+        return _F.permute(self, axes=axes)
+
+    def __format__(self, spec: str) -> str:
+        """``format(t, ".4f")`` for single-element tensors, as for their Python value."""
+        if not spec:
+            return str(self)
+        if self.size != 1:
+            msg = (
+                f"format spec {spec!r} needs a single-element tensor, this one has shape "
+                f"{self.shape}; format t.item() or t.tolist()"
+            )
+            raise TypeError(msg)
+        return format(self.item(), spec)
+
+    def __round__(self, ndigits: int | None = None) -> Tensor:
+        """Round half to even, to ``ndigits`` decimals (a tensor, as NumPy and PyTorch give)."""
+        if not ndigits:
+            return _F.round(self)
+        scale = 10.0**ndigits
+        return _F.div(_F.round(_F.mul(self, scale)), scale)
+
+    def __index__(self) -> int:
+        """A single-element integer tensor used as an index (``range(t)``, ``lst[t]``)."""
+        if not (self._dtype.is_integer or self._dtype.is_bool) or self.size != 1:
+            msg = (
+                f"only single-element integer tensors can be used as an index, this one is "
+                f"{self._dtype.name} of shape {self.shape}"
+            )
+            raise TypeError(msg)
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __contains__(self, value: Any) -> bool:
+        """``value in t``: whether any element equals ``value``."""
+        return bool(_F.reduce_sum(_F.eq(self, self._operand(value))).item())
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if not self._layout.shape:
+            msg = "iteration over a 0-d tensor"
+            raise TypeError(msg)
+        for i in range(self._layout.shape[0]):
+            yield self[i]
+
 
 # -- constructors ---------------------------------------------------------------------------
 
@@ -480,7 +898,7 @@ def _resolve_carrier(carrier: Any) -> type[Carrier]:
     from conveyor.carrier import Carrier
 
     if carrier is None:
-        carrier = DEFAULT_CARRIER
+        carrier = _default_carrier
     if isinstance(carrier, str):
         from conveyor import plugins
 
@@ -539,12 +957,42 @@ def tensor(
     cls = _resolve_carrier(carrier)
     if isinstance(data, Tensor):
         data = data.numpy()
-    array = np.asarray(data)
-    target = _check_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
+    if dtype is not None and _check_dtype(dtype).is_integer and not _is_numpy(data):
+        # Built in the requested dtype directly: inferring first would round large Python
+        # ints through float64 (2**64 - 1 became 0 in uint64).
+        target = _check_dtype(dtype)
+        array = _integer_array(data, target)
+    else:
+        array = np.asarray(data)
+        target = _check_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
     result = _from_array(np.asarray(array, dtype=target.numpy), target, cls)
     if requires_grad:
         result.requires_grad = True
     return result
+
+
+def _is_numpy(data: Any) -> bool:
+    import numpy as np
+
+    return isinstance(data, np.ndarray | np.generic)
+
+
+def _integer_array(data: Any, target: DType) -> np.ndarray[Any, Any]:
+    """Python data as an array of the integer dtype ``target``; a value that does not fit is
+    refused (``OverflowError`` naming it and the dtype) instead of wrapping or rounding."""
+    import numpy as np
+
+    try:
+        return np.asarray(data, dtype=target.numpy)
+    except OverflowError as exc:
+        info = np.iinfo(target.numpy)
+        values = np.asarray(data, dtype=object).reshape(-1)
+        bad = next((v for v in values if not info.min <= v <= info.max), None)
+        msg = (
+            f"tensor: value {bad!r} does not fit in {target.name} (range [{info.min}, "
+            f"{info.max}]); pass a wider dtype or change the value"
+        )
+        raise OverflowError(msg) from exc
 
 
 def _check_dtype(dtype: Any) -> DType:

@@ -48,13 +48,13 @@ def run_kernel(
 
     Raises:
         IndexError: an index or axis is out of range (message prefixed with the operation and
-            ``carrier``'s name, per the error format).
+            ``carrier``'s name, per the error format); an axis raises NumPy's ``AxisError``.
         ValueError: operand shapes or option values do not fit.
     """
     name = plan.operation
     try:
         return KERNELS[name](plan, options, *operands)
     except KernelIndexError as exc:
-        raise IndexError(f"{name} on {carrier.__name__}: {exc}") from None
+        raise exc.public(f"{name} on {carrier.__name__}: {exc}") from None
     except KernelValueError as exc:
         raise ValueError(f"{name} on {carrier.__name__}: {exc}") from None

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 import conveyor as cv
 from conveyor.layout import normalize_axes, normalize_axis
@@ -21,6 +22,7 @@ from conveyor.layout import normalize_axes, normalize_axis
 __all__ = [
     "Array",
     "Kernel",
+    "KernelAxisError",
     "KernelIndexError",
     "KernelValueError",
     "check_broadcast",
@@ -43,7 +45,18 @@ fresh array (or tuple of arrays) already in the plan's output dtypes, never a vi
 
 
 class KernelIndexError(IndexError):
-    """An index operand refers outside its tensor; carriers re-raise it with their own prefix."""
+    """An index operand refers outside its tensor; carriers re-raise it with their own prefix.
+
+    ``public`` is the builtin type the carrier raises (NumPy's ``AxisError`` for axes).
+    """
+
+    public: ClassVar[type[IndexError]] = IndexError
+
+
+class KernelAxisError(KernelIndexError):
+    """An axis is out of range for the operand's rank; re-raised as NumPy's ``AxisError``."""
+
+    public = AxisError
 
 
 class KernelValueError(ValueError):
@@ -130,7 +143,7 @@ def reduced_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]
     try:
         return tuple(sorted(normalize_axes(axis, ndim)))
     except IndexError as exc:
-        raise KernelIndexError(f"{exc}; pass axes in [-{max(ndim, 1)}, {max(ndim, 1)})") from None
+        raise KernelAxisError(f"{exc}; pass axes in [-{max(ndim, 1)}, {max(ndim, 1)})") from None
 
 
 def lane_axes(axis: int, ndim: int) -> int:
@@ -141,7 +154,7 @@ def lane_axes(axis: int, ndim: int) -> int:
         return normalize_axis(axis, ndim)
     except IndexError as exc:
         bound = max(ndim, 1)
-        raise KernelIndexError(f"{exc}; pass an axis in [-{bound}, {bound})") from None
+        raise KernelAxisError(f"{exc}; pass an axis in [-{bound}, {bound})") from None
 
 
 def refuse_empty(name: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:

@@ -12,6 +12,7 @@ from conveyor.plugins._config import ENVIRONMENT_VARIABLES
 from conveyor.plugins._hookspecs import PLUGIN_API_VERSION, hookimpl, hookspec
 from conveyor.plugins._host import PluginHost, host, set_default_host
 from conveyor.plugins._state import (
+    PluginBrokenWarning,
     PluginConflictWarning,
     PluginError,
     PluginRecord,
@@ -22,6 +23,7 @@ from conveyor.plugins._state import (
 __all__ = [
     "ENVIRONMENT_VARIABLES",
     "PLUGIN_API_VERSION",
+    "PluginBrokenWarning",
     "PluginConflictWarning",
     "PluginError",
     "PluginHost",

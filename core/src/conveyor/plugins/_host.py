@@ -8,8 +8,10 @@ never touches installed distributions.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -20,9 +22,17 @@ import pluggy
 
 from conveyor.plugins import _hookspecs
 from conveyor.plugins._config import _HostConfig, canonical_name
-from conveyor.plugins._discovery import scan
-from conveyor.plugins._load import _Observer, _Outcome, load, shadowed_outcome, unregister
+from conveyor.plugins._discovery import _Candidate, registration_name, scan
+from conveyor.plugins._load import (
+    _Observer,
+    _Outcome,
+    broken_outcome,
+    load,
+    shadowed_outcome,
+    unregister,
+)
 from conveyor.plugins._state import (
+    PluginBrokenWarning,
     PluginConflictWarning,
     PluginError,
     PluginRecord,
@@ -37,6 +47,14 @@ __all__ = ["PluginHost", "host", "set_default_host"]
 _DEFAULT_GROUP: Final = "conveyor.plugins"
 #: States that strict mode treats as failures. ``unavailable`` and ``disabled`` are expected.
 _FAILED: Final = frozenset({PluginState.BROKEN, PluginState.INCOMPATIBLE})
+#: The distributions Conveyor ships (canonical names). A carrier name one of them registers
+#: stays with it unless the user prefers another distribution for that name.
+SHIPPED_DISTRIBUTIONS: Final = frozenset(
+    {"conveyor-generic", "conveyor-storage", "conveyor-shm", "conveyor-testkit"}
+)
+_ROUTES_HOOK: Final = "conveyor_move_routes"
+_PACKS_HOOK: Final = "conveyor_kernel_packs"
+_OBSERVERS_HOOK: Final = "conveyor_operation_observers"
 
 
 @attrs.frozen
@@ -54,8 +72,11 @@ class _Discovery:
     notes: tuple[str, ...]
     #: Observers this scan installed into ``conveyor.profiling``.
     installed: tuple[_Observer, ...]
-    #: One remover per installed observer (``add_observer`` returns it), called on refresh.
-    removers: tuple[Callable[[], None], ...]
+    #: Registration name -> removers of that plugin's installed observers (``add_observer``
+    #: returns them); called on refresh, or when the plugin breaks after loading.
+    removers: Mapping[str, tuple[Callable[[], None], ...]]
+    #: The outcomes before conflict resolution, kept to resolve again when a plugin breaks late.
+    unresolved: tuple[_Outcome, ...]
     manager: pluggy.PluginManager = attrs.field(eq=False, repr=False)
 
     @property
@@ -97,20 +118,53 @@ def _conflict_message(name: str, claims: list[_Outcome], winner: _Outcome, reaso
     )
 
 
+def _shipped(outcome: _Outcome) -> bool:
+    return canonical_name(outcome.record.distribution or "") in SHIPPED_DISTRIBUTIONS
+
+
+def _break_claims(
+    outcomes: list[_Outcome], claims: dict[str, list[_Outcome]], config: _HostConfig
+) -> None:
+    """Break every plugin that claims a name a shipped distribution registers.
+
+    Without a preference for the name, a shipped name stays with its distribution: the other
+    claimant is a plugin trying to take over ``"cpu"`` (say) and contributes nothing.
+    """
+    losers: dict[int, str] = {}
+    for name in sorted(claims):
+        owners = [o for o in claims[name] if _shipped(o)]
+        if not owners or name in config.prefer:
+            continue
+        owner = owners[0].record
+        for outcome in claims[name]:
+            if _shipped(outcome) or outcome.carriers[name] is owners[0].carriers[name]:
+                continue
+            losers.setdefault(
+                id(outcome),
+                f"{outcome.record.label}: hook conveyor_carriers: carrier name {name!r} belongs "
+                f"to {owner.distribution}, which ships with Conveyor, and "
+                f"{outcome.record.distribution} may not take it over; rename the carrier, or "
+                f"choose it with CONVEYOR_PREFER={name}={outcome.record.distribution}",
+            )
+    for index, outcome in enumerate(outcomes):
+        message = losers.get(id(outcome))
+        if message is not None:
+            outcomes[index] = broken_outcome(outcome, "conveyor_carriers", message)
+
+
 def _resolve(
     outcomes: list[_Outcome], config: _HostConfig
 ) -> tuple[dict[str, type[Carrier]], dict[str, PluginRecord], dict[str, str]]:
     """Pick one class per carrier name, deterministically, and record every conflict.
 
-    A user's explicit preference wins; otherwise the lexicographically first distribution
-    (then entry point) name. Both claimants' records get the message, and the host emits a
-    ``PluginConflictWarning`` for it: a conflict is never resolved silently.
+    A user's explicit preference wins; a name a shipped distribution registers stays with it
+    (the other claimant is broken, see ``_break_claims``); otherwise the lexicographically first
+    distribution (then entry point) name wins. Both claimants' records get the message, and the
+    host emits a ``PluginConflictWarning`` for it: a conflict is never resolved silently.
     """
-    claims: dict[str, list[_Outcome]] = {}
-    for outcome in outcomes:
-        if outcome.record.state is PluginState.LOADED:
-            for name in outcome.carriers:
-                claims.setdefault(name, []).append(outcome)
+    claims = _claims(outcomes)
+    _break_claims(outcomes, claims, config)
+    claims = _claims(outcomes)
     carriers: dict[str, type[Carrier]] = {}
     providers: dict[str, PluginRecord] = {}
     messages: dict[int, list[str]] = {}
@@ -146,8 +200,9 @@ def _resolve(
         carriers[name] = winner.carriers[name]
         providers[name] = winner.record
     for index, outcome in enumerate(outcomes):
-        if id(outcome) in messages:
-            record = attrs.evolve(outcome.record, conflicts=tuple(messages[id(outcome)]))
+        found = tuple(messages.get(id(outcome), ()))
+        if found != outcome.record.conflicts:
+            record = attrs.evolve(outcome.record, conflicts=found)
             outcomes[index] = attrs.evolve(outcome, record=record)
             for name, provider in providers.items():
                 if provider is outcome.record:
@@ -155,42 +210,146 @@ def _resolve(
     return carriers, providers, conflicts
 
 
-def _install_observers(
-    manager: pluggy.PluginManager, outcomes: list[_Outcome]
-) -> tuple[tuple[_Observer, ...], tuple[Callable[[], None], ...]]:
-    """Register loaded plugins' observers with ``conveyor.profiling``; a missing API breaks them.
+def _claims(outcomes: list[_Outcome]) -> dict[str, list[_Outcome]]:
+    claims: dict[str, list[_Outcome]] = {}
+    for outcome in outcomes:
+        if outcome.record.state is PluginState.LOADED:
+            for name in outcome.carriers:
+                claims.setdefault(name, []).append(outcome)
+    return claims
 
-    Returns the installed observers and their removers.
+
+def _check_contributions(outcomes: list[_Outcome]) -> None:
+    """Break each plugin whose move routes or kernel packs collide with earlier ones.
+
+    Checked in load order, so the plugin that came second is the one broken, and its message
+    names the plugin it collides with. Each item's own shape was checked by its hook already.
     """
-    installed: list[_Observer] = []
-    removers: list[Callable[[], None]] = []
+    routes: dict[tuple[type, type], str] = {}
+    packs: list[tuple[object, str]] = []
+    for index, outcome in enumerate(outcomes):
+        record = outcome.record
+        mine_routes = outcome.contributions.get(_ROUTES_HOOK, ())
+        mine_packs = outcome.contributions.get(_PACKS_HOOK, ())
+        if record.state is not PluginState.LOADED or not (mine_routes or mine_packs):
+            continue
+        hook = _ROUTES_HOOK
+        try:
+            taken = dict(routes)
+            if mine_routes:
+                from conveyor.move import check_contributed_route
+
+                for route in mine_routes:
+                    taken[check_contributed_route(route, taken)] = record.label
+            hook = _PACKS_HOOK
+            if mine_packs:
+                from conveyor.carrier_definitions import check_contributed_pack
+
+                for pack in mine_packs:
+                    check_contributed_pack(pack, packs)  # type: ignore[arg-type]  # checked kind
+        except (TypeError, ValueError) as exc:
+            message = (
+                f"{record.label}: hook {hook}: {exc}; fix the plugin or block it with "
+                f"CONVEYOR_DISABLE_PLUGINS={record.name}"
+            )
+            outcomes[index] = broken_outcome(outcome, hook, message, cause=exc)
+            continue
+        routes = taken
+        packs.extend((pack, record.label) for pack in mine_packs)
+
+
+def _check_observer_api(outcomes: list[_Outcome]) -> None:
+    """Break plugins with observers when this core cannot install them."""
     for index, outcome in enumerate(outcomes):
         if outcome.record.state is not PluginState.LOADED or not outcome.observers:
             continue
         # Imported only when some plugin has observers, so other processes never pay for it.
         try:
-            from conveyor.profiling import add_observer
+            from conveyor.profiling import add_observer  # noqa: F401  # presence is the check
         except ImportError as exc:
             msg = (
-                f"{outcome.record.label}: hook conveyor_operation_observers: this conveyor-core "
+                f"{outcome.record.label}: hook {_OBSERVERS_HOOK}: this conveyor-core "
                 f"has no conveyor.profiling.add_observer ({exc}), so observers cannot be "
                 f"installed; upgrade conveyor-core or block the plugin with "
                 f"CONVEYOR_DISABLE_PLUGINS={outcome.record.name}"
             )
-            record = attrs.evolve(
-                outcome.record,
-                state=PluginState.BROKEN,
-                carriers=(),
-                error=msg,
-                hook="conveyor_operation_observers",
-            )
-            outcomes[index] = _Outcome(record, cause=exc)
-            unregister(manager, outcome.record)
+            outcomes[index] = broken_outcome(outcome, _OBSERVERS_HOOK, msg, cause=exc)
+
+
+@final
+class _GuardedObserver:
+    """A plugin's observer as installed: whatever it raises breaks its plugin, not the host.
+
+    Every ``BaseException`` kind is contained, ``SystemExit`` and ``KeyboardInterrupt``
+    included: the operation the observer was told about already finished, so the exception is
+    the observer's, not an interrupt of the user's own work.
+    """
+
+    __slots__ = ("_failed", "observer")
+
+    def __init__(
+        self, observer: _Observer, failed: Callable[[_GuardedObserver, BaseException], None]
+    ) -> None:
+        self.observer = observer
+        self._failed = failed
+
+    def __repr__(self) -> str:
+        return f"<plugin observer {self.observer!r}>"
+
+    def __call__(self, record: object) -> None:
+        try:
+            self.observer(record)
+        except BaseException as exc:
+            self._failed(self, exc)
+
+
+def _install_observers(
+    outcomes: Iterable[_Outcome], failed: Callable[[str, _GuardedObserver, BaseException], None]
+) -> tuple[tuple[_Observer, ...], dict[str, tuple[Callable[[], None], ...]]]:
+    """Register loaded plugins' observers with ``conveyor.profiling``, each behind a guard.
+
+    Returns the installed observers and, per plugin, their removers.
+    """
+    installed: list[_Observer] = []
+    removers: dict[str, tuple[Callable[[], None], ...]] = {}
+    for outcome in outcomes:
+        if outcome.record.state is not PluginState.LOADED or not outcome.observers:
             continue
+        from conveyor.profiling import add_observer
+
+        key = registration_name(outcome.record.distribution, outcome.record.name)
+        mine = []
         for observer in outcome.observers:
-            removers.append(add_observer(observer))
+            guarded = _GuardedObserver(observer, functools.partial(failed, key))
+            mine.append(add_observer(guarded))
             installed.append(observer)
-    return tuple(installed), tuple(removers)
+        removers[key] = tuple(mine)
+    return tuple(installed), removers
+
+
+def _not_loaded(candidate: _Candidate, interrupted: PluginRecord) -> _Outcome:
+    """The outcome of a plugin never imported because the scan was interrupted before it."""
+    msg = (
+        f"{candidate.label}: not loaded, because the scan stopped when importing "
+        f"{interrupted.label} was interrupted (KeyboardInterrupt); call refresh() to load it"
+    )
+    return _Outcome(
+        PluginRecord(
+            name=candidate.name,
+            distribution=candidate.distribution,
+            version=candidate.version,
+            entry_point=candidate.value,
+            state=PluginState.BROKEN,
+            error=msg,
+        )
+    )
+
+
+def _unregister_failed(manager: pluggy.PluginManager, outcomes: Iterable[_Outcome]) -> None:
+    """Unregister every plugin that loaded but was broken by a cross-plugin check."""
+    for outcome in outcomes:
+        if outcome.record.state is not PluginState.LOADED:
+            unregister(manager, outcome.record)
 
 
 @final
@@ -210,7 +369,7 @@ class PluginHost:
         TypeError, ValueError: a malformed option, naming the argument or variable.
     """
 
-    __slots__ = ("_config", "_discovery", "_group", "_lock")
+    __slots__ = ("_config", "_discovery", "_group", "_loading", "_lock")
 
     def __init__(
         self,
@@ -225,6 +384,8 @@ class PluginHost:
         self._group = group
         self._lock = threading.RLock()
         self._discovery: _Discovery | None = None
+        #: True while this host's scan runs (under ``_lock``): a query from inside it is refused.
+        self._loading = False
 
     def __repr__(self) -> str:
         scanned = "not scanned" if self._discovery is None else f"{len(self.plugins())} plugins"
@@ -245,6 +406,12 @@ class PluginHost:
 
         ``depth`` counts the private frames between the public method and this one, so that
         conflict warnings point at the caller's line.
+
+        Raises:
+            RuntimeError: called from inside this host's own scan (a plugin creating a tensor
+                or looking up a carrier while it is imported); that plugin ends broken.
+            KeyboardInterrupt: once, when a plugin import was interrupted; the scan stopped
+                there, and its result is cached like any other.
         """
         found = self._discovery
         if found is not None:
@@ -253,30 +420,104 @@ class PluginHost:
             found = self._discovery
             if found is not None:
                 return found
-            found = self._discovery = self._load_all()
+            if self._loading:
+                msg = (
+                    "plugin host: a plugin queried the host (created a tensor or looked up a "
+                    "carrier) while being imported; plugins are still loading then, so do it "
+                    "when the plugin is first used instead"
+                )
+                raise RuntimeError(msg)
+            self._loading = True
+            try:
+                found, interrupt = self._load_all()
+            finally:
+                self._loading = False
+            self._discovery = found
         for message in found.conflicts.values():
             warnings.warn(message, PluginConflictWarning, stacklevel=3 + depth)
+        if interrupt is not None:
+            raise interrupt
         return found
 
-    def _load_all(self) -> _Discovery:
+    def _load_all(self) -> tuple[_Discovery, KeyboardInterrupt | None]:
         manager = pluggy.PluginManager("conveyor")
         manager.add_hookspecs(_hookspecs)
         candidates, shadowed = scan(self._group)
-        outcomes = [load(manager, candidate, self._config) for candidate in candidates]
+        outcomes: list[_Outcome] = []
+        interrupt: KeyboardInterrupt | None = None
+        interrupted: PluginRecord | None = None
+        for candidate in candidates:
+            if interrupted is not None:
+                outcomes.append(_not_loaded(candidate, interrupted))
+                continue
+            start = time.perf_counter()
+            outcome = load(manager, candidate, self._config)
+            if outcome.record.state is not PluginState.DISABLED:  # disabled: never imported
+                seconds = time.perf_counter() - start
+                outcome = attrs.evolve(
+                    outcome, record=attrs.evolve(outcome.record, load_seconds=seconds)
+                )
+            outcomes.append(outcome)
+            if isinstance(outcome.cause, KeyboardInterrupt):
+                interrupt, interrupted = outcome.cause, outcome.record
         outcomes.extend(shadowed_outcome(s.candidate, s.used) for s in shadowed)
-        installed, removers = _install_observers(manager, outcomes)
+        _check_contributions(outcomes)
+        _check_observer_api(outcomes)
+        unresolved = tuple(outcomes)
         carriers, providers, conflicts = _resolve(outcomes, self._config)
+        _unregister_failed(manager, outcomes)
+        installed, removers = _install_observers(outcomes, self._observer_failed)
         named = [(c.name, c.distribution) for c in (*candidates, *(s.candidate for s in shadowed))]
-        return _Discovery(
+        discovery = _Discovery(
             outcomes=tuple(outcomes),
             carriers=MappingProxyType(carriers),
             providers=MappingProxyType(providers),
             conflicts=MappingProxyType(conflicts),
             notes=tuple(self._config.unmatched(named)),
             installed=installed,
-            removers=removers,
+            removers=MappingProxyType(removers),
+            unresolved=unresolved,
             manager=manager,
         )
+        return discovery, interrupt
+
+    def _observer_failed(self, key: str, observer: _GuardedObserver, exc: BaseException) -> None:
+        """Break the plugin whose observer raised: remove its observers and contributions."""
+        with self._lock:
+            found = self._discovery
+            if found is None or key not in found.removers:
+                return  # already broken by another of its observers, or refreshed meanwhile
+            for remove in found.removers[key]:
+                remove()
+            index = next(
+                i
+                for i, o in enumerate(found.unresolved)
+                if registration_name(o.record.distribution, o.record.name) == key
+            )
+            outcome = found.unresolved[index]
+            detail = "; ".join(str(exc).splitlines())
+            message = (
+                f"{outcome.record.label}: hook {_OBSERVERS_HOOK}: observer {observer.observer!r} "
+                f"raised {type(exc).__name__}: {detail}; the plugin is now broken and its "
+                f"contributions are withdrawn; fix the plugin or block it with "
+                f"CONVEYOR_DISABLE_PLUGINS={outcome.record.name}"
+            )
+            unresolved = list(found.unresolved)
+            unresolved[index] = broken_outcome(outcome, _OBSERVERS_HOOK, message, cause=exc)
+            outcomes = list(unresolved)
+            carriers, providers, conflicts = _resolve(outcomes, self._config)
+            unregister(found.manager, outcome.record)
+            self._discovery = attrs.evolve(
+                found,
+                outcomes=tuple(outcomes),
+                carriers=MappingProxyType(carriers),
+                providers=MappingProxyType(providers),
+                conflicts=MappingProxyType(conflicts),
+                installed=tuple(o for o in found.installed if o not in outcome.observers),
+                removers=MappingProxyType({k: v for k, v in found.removers.items() if k != key}),
+                unresolved=tuple(unresolved),
+            )
+        warnings.warn(message, PluginBrokenWarning, stacklevel=4)
 
     def _require(self) -> _Discovery:
         """The discovery, raising ``PluginError`` in strict mode if a plugin failed."""
@@ -366,8 +607,9 @@ class PluginHost:
         """
         with self._lock:
             previous, self._discovery = self._discovery, None
-            for remove in () if previous is None else previous.removers:
-                remove()
+            for removers in () if previous is None else previous.removers.values():
+                for remove in removers:
+                    remove()
             # importlib.metadata caches directory listings; a fresh pip install must be seen.
             importlib.invalidate_caches()
             self._scan()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast, final
 import attrs
 import pluggy
 
+from conveyor import _journal
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
@@ -30,6 +31,7 @@ __all__: list[str] = []
 
 _CARRIERS_HOOK: Final = "conveyor_carriers"
 _DEFINITIONS_HOOK: Final = "conveyor_operation_definitions"
+_PACKS_HOOK: Final = "conveyor_kernel_packs"
 _OBSERVERS_HOOK: Final = "conveyor_operation_observers"
 _CARRIER_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
 _API_DECLARATION: Final = re.compile(r"(\d+)\.(\d+)")
@@ -51,6 +53,8 @@ class _Outcome:
     observers: tuple[_Observer, ...] = ()
     #: The exception behind a failure, so strict mode can chain it; not part of equality.
     cause: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+    #: Undoes what the plugin registered directly (not through hooks) while it loaded.
+    registrations: tuple[Callable[[], None], ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 class _Failure(Exception):
@@ -69,6 +73,21 @@ class _Failure(Exception):
         self.message = message
         self.hook = hook
         self.cause = cause
+
+
+def _contained(
+    label: str, what: str, exc: BaseException, hint: str, *, one_line: bool = False
+) -> _Failure:
+    """The failure for any exception a plugin raised, ``BaseException`` kinds included.
+
+    ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` from plugin code mark the
+    plugin broken like any other error: a plugin must never stop the host. A
+    ``KeyboardInterrupt`` additionally stops the scan (the host re-raises it once, see
+    ``PluginHost``), because it may be the user's Ctrl-C during a slow import.
+    """
+    detail = "; ".join(str(exc).splitlines()) if one_line else str(exc)
+    msg = f"{label}: {what} raised {type(exc).__name__}: {detail}; {hint}"
+    return _Failure(PluginState.BROKEN, msg, cause=exc)
 
 
 def compatible_versions() -> str:
@@ -134,13 +153,10 @@ def _import(candidate: _Candidate) -> object:
         return candidate.entry_point.load()
     except PluginUnavailable as exc:
         raise _Failure(PluginState.UNAVAILABLE, f"{candidate.label}: {exc}", cause=exc) from exc
-    # SystemExit too: a plugin must never stop the host, not even by exiting at import.
-    except (Exception, SystemExit) as exc:
-        msg = (
-            f"{candidate.label}: importing {candidate.value!r} raised {type(exc).__name__}: "
-            f"{exc}; {_block_hint(candidate)}"
-        )
-        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
+    # Every kind, SystemExit and KeyboardInterrupt included: a plugin must never stop the host.
+    except BaseException as exc:
+        what = f"importing {candidate.value!r}"
+        raise _contained(candidate.label, what, exc, _block_hint(candidate)) from exc
 
 
 def _check_implementations(
@@ -199,14 +215,10 @@ def _register(manager: pluggy.PluginManager, candidate: _Candidate, plugin: obje
         raise
     # Anything else comes from the plugin object (pluggy's validation, or attribute access on
     # an odd plugin object); it must not escape to the host.
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
         _unregister(manager, name)
-        detail = "; ".join(str(exc).splitlines())
-        msg = (
-            f"{candidate.label}: registering its hooks failed with {type(exc).__name__}: "
-            f"{detail}; {_block_hint(candidate)}"
-        )
-        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
+        what = "registering its hooks"
+        raise _contained(candidate.label, what, exc, _block_hint(candidate), one_line=True) from exc
 
 
 def _unregister(manager: pluggy.PluginManager, name: str) -> None:
@@ -255,7 +267,12 @@ def _validate_carriers(
     return found
 
 
-def _validate_items(candidate: _Candidate, hook: str, result: object) -> tuple[object, ...]:
+def _validate_items(
+    candidate: _Candidate,
+    hook: str,
+    contributed: Mapping[str, tuple[object, ...]],
+    result: object,
+) -> tuple[object, ...]:
     what = f"{candidate.label}: hook {hook}"
     if (
         result is None
@@ -273,6 +290,17 @@ def _validate_items(candidate: _Candidate, hook: str, result: object) -> tuple[o
 
         for item in items:
             check_contributed_definition(item)  # raises inside the hook guard: plugin broken
+    if hook == _PACKS_HOOK:
+        from conveyor.carrier_definitions import check_contributed_pack_names
+        from conveyor.definitions import operation_definition
+
+        own = {getattr(d, "name", None) for d in contributed.get(_DEFINITIONS_HOOK, ())}
+
+        def defined(name: str) -> bool:
+            return name in own or operation_definition(name) is not None
+
+        for item in items:
+            check_contributed_pack_names(item, defined)  # raises inside the hook guard
     if hook == _OBSERVERS_HOOK:
         for item in items:
             if not callable(item):
@@ -299,12 +327,10 @@ def _run_hook(
     except PluginUnavailable as exc:
         msg = f"{candidate.label}: hook {hook}: {exc}"
         raise _Failure(PluginState.UNAVAILABLE, msg, hook=hook, cause=exc) from exc
-    except (Exception, SystemExit) as exc:
-        msg = (
-            f"{candidate.label}: hook {hook} raised {type(exc).__name__}: {exc}; "
-            f"{_block_hint(candidate)}"
-        )
-        raise _Failure(PluginState.BROKEN, msg, hook=hook, cause=exc) from exc
+    except BaseException as exc:
+        failure = _contained(candidate.label, f"hook {hook}", exc, _block_hint(candidate))
+        failure.hook = hook
+        raise failure from exc
 
 
 def _collect(manager: pluggy.PluginManager, candidate: _Candidate, api: str) -> _Outcome:
@@ -316,7 +342,7 @@ def _collect(manager: pluggy.PluginManager, candidate: _Candidate, api: str) -> 
         caller = getattr(manager.hook, hook)
         for impl in [i for i in caller.get_hookimpls() if i.plugin_name == name]:
             if hook != _CARRIERS_HOOK:
-                validate_items = functools.partial(_validate_items, candidate, hook)
+                validate_items = functools.partial(_validate_items, candidate, hook, contributions)
                 items = _run_hook(candidate, hook, impl.function, validate_items)
                 contributions[hook] = contributions.get(hook, ()) + items
                 continue
@@ -366,7 +392,20 @@ def _record(
 
 
 def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
-    """Load one plugin and return its outcome; failures of the plugin never propagate."""
+    """Load one plugin and return its outcome; failures of the plugin never propagate.
+
+    Registrations the plugin makes directly while loading are journaled: withdrawn at once if
+    it does not load, kept in the outcome (``registrations``) otherwise.
+    """
+    with _journal.journal() as entries:
+        outcome = _load(manager, candidate, config)
+    if outcome.record.state is not PluginState.LOADED:
+        _journal.undo(entries)
+        return outcome
+    return attrs.evolve(outcome, registrations=tuple(entries))
+
+
+def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
     reason = config.exclusion(candidate.name, candidate.distribution)
     if reason is not None:
         error = f"{candidate.label}: {reason}"
@@ -394,6 +433,32 @@ def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConf
             hook=failure.hook,
         )
         return _Outcome(record, cause=failure.cause)
+
+
+def broken_outcome(
+    outcome: _Outcome, hook: str, message: str, *, cause: BaseException | None = None
+) -> _Outcome:
+    """``outcome`` turned broken after loading: it keeps its record's facts, contributes nothing.
+
+    What the plugin registered directly while it loaded is withdrawn here, so a broken plugin
+    leaves no route or kernel pack behind.
+    """
+    _journal.undo(outcome.registrations)
+    text = None
+    if cause is not None:
+        import traceback
+
+        text = "".join(traceback.format_exception(cause))
+    record = attrs.evolve(
+        outcome.record,
+        state=PluginState.BROKEN,
+        carriers=(),
+        error=message,
+        traceback=text,
+        hook=hook,
+        conflicts=(),
+    )
+    return _Outcome(record, cause=cause)
 
 
 def shadowed_outcome(candidate: _Candidate, used: _Candidate) -> _Outcome:

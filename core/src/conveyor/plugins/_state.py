@@ -16,6 +16,7 @@ import attrs
 from conveyor.warnings import ConveyorWarning
 
 __all__ = [
+    "PluginBrokenWarning",
     "PluginConflictWarning",
     "PluginError",
     "PluginRecord",
@@ -75,6 +76,9 @@ class PluginRecord:
     hook: str | None = None
     #: One message per carrier name this plugin shares with another plugin.
     conflicts: tuple[str, ...] = ()
+    #: Seconds spent importing the plugin and running its hooks (``None`` if never imported);
+    #: ``conveyor plugins`` shows it, so a slow plugin is easy to find. Not part of equality.
+    load_seconds: float | None = attrs.field(default=None, eq=False)
 
     @property
     def label(self) -> str:
@@ -110,6 +114,12 @@ class PluginUnavailable(RuntimeError):
     should say what is missing and how to get it. The plugin ends ``unavailable`` instead of
     ``broken``, and strict mode does not treat it as a failure.
     """
+
+    __module__ = "conveyor.plugins"
+
+
+class PluginBrokenWarning(ConveyorWarning):
+    """A plugin that had loaded broke later (an observer raised); its contributions are gone."""
 
     __module__ = "conveyor.plugins"
 

@@ -1,11 +1,13 @@
 """SharedMemoryCarrier: slots in a ``multiprocessing.shared_memory`` segment, shareable by name.
 
 The carrier is an open sibling of ``conveyor.Carrier`` and writes no ``Operation``: it
-registers a ``CarrierDefinition`` with a storage provider (one segment per carrier), a kernel
-provider (NumPy kernels for the central definitions, one pattern per operation listing the
-exact plans it executes), transfer routes to and from CPU and Generic, and a facet that tells
-other processes where the data lives. Conveyor binds, plans, gates, validates results and
-differentiates; this module only stores and computes.
+registers a ``CarrierDefinition`` with a storage provider (one segment per carrier, its space
+reserved up front), a kernel provider (one pattern per planned name, listing every plan: the
+reference kernels of ``conveyor_generic.kernels`` run over read-only views of the segments, so
+inputs are never copied), transfer routes to and from CPU and Generic, and a facet that tells
+other processes where the data lives. The view names, indexing and assignment need no kernel:
+the framework runs them over the storage provider's spans. Conveyor binds, plans, gates,
+validates results and differentiates; this module only stores and computes.
 
 A segment is unlinked when its carrier is released, when the carrier is garbage collected, and
 at interpreter exit, by the process that created it. Another process attaches with
@@ -15,16 +17,17 @@ at interpreter exit, by the process that created it. Another process attaches wi
 from __future__ import annotations
 
 import contextlib
+import os
 import weakref
-from collections.abc import Callable
 from multiprocessing import resource_tracker, shared_memory
 from typing import Any, Final
 
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans
+from conveyor.policy import enumerate_plans, registered_operations
 from conveyor_generic import CPU, Generic
+from conveyor_generic.kernels import run_kernel
 
 __all__ = ["SharedMemoryCarrier", "SharedMemoryFacet"]
 
@@ -39,6 +42,50 @@ def _close(shm: shared_memory.SharedMemory, owner: bool) -> None:
     if owner:
         with contextlib.suppress(FileNotFoundError):  # already unlinked
             shm.unlink()
+
+
+_SHM_DIRECTORY: Final = "/dev/shm"
+
+
+def _free_bytes() -> int | None:
+    """Bytes the shared-memory file system can still hand out, where it can say."""
+    try:
+        stats = os.statvfs(_SHM_DIRECTORY)
+    except (AttributeError, OSError):  # no statvfs, or no /dev/shm (not Linux)
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def _refusal(nbytes: int, free: int | None) -> MemoryError:
+    room = f"{free} bytes are free" if free is not None else "the space could not be reserved"
+    msg = (
+        f"allocate on SharedMemoryCarrier: a segment of {nbytes} bytes does not fit in "
+        f"{_SHM_DIRECTORY} ({room}); free shared memory, allocate less, or use another carrier"
+    )
+    return MemoryError(msg)
+
+
+def _check_free(nbytes: int) -> None:
+    """Refuse before creating anything when the segment cannot fit (no pages are touched)."""
+    free = _free_bytes()
+    if free is not None and nbytes > free:
+        raise _refusal(nbytes, free)
+
+
+def _reserve(shm: shared_memory.SharedMemory, nbytes: int) -> None:
+    """Reserve every page of a new segment, so touching one later can never raise SIGBUS.
+
+    ``ftruncate`` (what ``SharedMemory`` does) only sets the size: on tmpfs the pages are found
+    at first touch, and a page that does not fit kills the process with SIGBUS. Reserving with
+    ``posix_fallocate`` turns that into a clean refusal here.
+    """
+    fd = getattr(shm, "_fd", -1)  # CPython's private descriptor of the segment (POSIX only)
+    if fd < 0 or not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError as exc:
+        raise _refusal(nbytes, _free_bytes()) from exc
 
 
 class _Segment:
@@ -83,10 +130,16 @@ class _SharedMemoryStorage(cv.StorageProvider):
         if options:
             msg = f"allocate on SharedMemoryCarrier: unexpected argument(s) {sorted(options)}"
             raise TypeError(msg)
-        shm = shared_memory.SharedMemory(name, create=True, size=self.physical_size(size, dtype))
-        segment = _Segment(shm, size, dtype, owner=True)
-        segment.array[...] = 0
-        return segment
+        nbytes = self.physical_size(size, dtype)
+        _check_free(nbytes)
+        shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
+        try:
+            _reserve(shm, nbytes)
+        except BaseException:
+            _close(shm, owner=True)
+            raise
+        # A new segment reads as zeros: no page is touched to zero-fill it.
+        return _Segment(shm, size, dtype, owner=True)
 
     def attach(self, name: str, size: int, dtype: cv.DType) -> _Segment:
         shm = shared_memory.SharedMemory(name)
@@ -121,119 +174,70 @@ _STORAGE: Final = _SharedMemoryStorage()
 
 # -- kernels -----------------------------------------------------------------------------------
 
-# Compute dtypes with kernels; other plans are not advertised, so the gate refuses them.
-_DTYPES: Final = frozenset({cv.float32, cv.float64, cv.int32, cv.int64})
-_OPERAND_DTYPES: Final = _DTYPES | {cv.bool}
+
+def _operand(x: Any) -> Any:
+    """A tensor operand as a read-only NumPy view of its segment (no copy); scalars as given."""
+    if type(x) is not cv.Tensor:
+        return x
+    view = _strided(cv.storage_handle(x.carrier).array, x.layout)
+    view.flags.writeable = False  # a kernel can never write into its input
+    return view
 
 
-def _plans(name: str) -> tuple[cv.OperationPlan, ...]:
-    return tuple(
-        plan
-        for plan in enumerate_plans(name)
-        if plan.compute in _DTYPES
-        and all(o.dtype in _OPERAND_DTYPES for o in plan.operands if o.dtype is not None)
-        and all(out in _OPERAND_DTYPES for out in plan.outputs)
-    )
+def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
+    """The one kernel pattern: the reference kernel of the plan, over segment views.
 
-
-def _operand(ctx: cv.KernelExecutionInterface, index: int) -> Any:
-    """Operand ``index`` as NumPy, converted as the plan says; floats evaluate in float64."""
-    x = ctx.operands[index]
-    plan = ctx.invocation.plan
-    assert plan is not None  # only planned names use this
-    target = plan.operands[index].convert_to or plan.operands[index].dtype
-    values = _strided(cv.storage_handle(x.carrier).array, x.layout) if type(x) is cv.Tensor else x
-    values = np.asarray(values, target.numpy if target is not None else None)
-    if values.dtype.kind == "f":
-        values = values.astype(np.float64)
-    return values
-
-
-def _publish(ctx: cv.KernelExecutionInterface, values: Any) -> cv.ProviderResult:
-    out = ctx.allocate_result(0)
-    flat = cv.storage_handle(out.carrier).array
-    flat[...] = np.asarray(values).astype(flat.dtype).reshape(-1)
-    return cv.ProviderResult(out)
-
-
-def _elementwise(function: Callable[..., Any]) -> Callable[[cv.KernelExecutionInterface], Any]:
-    def kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
-        with np.errstate(all="ignore"):
-            return _publish(ctx, function(*(_operand(ctx, i) for i in range(len(ctx.operands)))))
-
-    return kernel
-
-
-def _relu(x: _Array) -> _Array:
-    return np.where(x > 0, x, np.zeros_like(x)) if x.dtype.kind != "f" else np.maximum(x, 0.0)
-
-
-def _accumulator(ctx: cv.KernelExecutionInterface) -> Any:
-    plan = ctx.invocation.plan
-    assert plan is not None
-    if plan.accumulation == "float":
-        return (plan.accumulator_dtype or cv.float64).numpy
-    return np.float64 if plan.compute.is_floating else plan.compute.numpy
-
-
-def _reduce_sum(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
-    x = _operand(ctx, 0)
-    spec = ctx.invocation.results[0]
-    options = ctx.invocation.options or cv.OperationExecutionOptions("reduce_sum")
-    axis = options.axis if x.ndim else None
-    with np.errstate(all="ignore"):  # inf - inf is NaN, as in Generic
-        values = np.sum(x, axis=axis, dtype=_accumulator(ctx), keepdims=options.keepdims)
-    return _publish(ctx, np.reshape(values, spec.shape))
-
-
-def _matmul(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
-    a, b = _operand(ctx, 0), _operand(ctx, 1)
-    acc = _accumulator(ctx)
-    with np.errstate(all="ignore"):
-        return _publish(ctx, np.matmul(a.astype(acc), b.astype(acc)))
-
-
-def _view(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
-    """Views alias their operand; a reshape that cannot be a view copies in row-major order."""
-    if ctx.invocation.results[0].alias is not None:
-        return cv.ProviderResult(ctx.alias_result(0))
-    x = ctx.operands[0]
-    return _publish(ctx, _strided(cv.storage_handle(x.carrier).array, x.layout))
-
-
-_PLANNED: Final[dict[str, Callable[[cv.KernelExecutionInterface], Any]]] = {
-    "add": _elementwise(np.add),
-    "mul": _elementwise(np.multiply),
-    "elementwise_mul": _elementwise(np.multiply),
-    "relu": _elementwise(_relu),
-    "lt": _elementwise(np.less),
-    "select": _elementwise(np.where),
-    "reduce_sum": _reduce_sum,
-    "matmul": _matmul,
-}
-_VIEWS: Final = ("broadcast_to", "permute", "reshape", "squeeze", "unsqueeze")
+    Results are written straight into freshly allocated segments of this class.
+    """
+    invocation = ctx.invocation
+    plan = invocation.plan
+    assert plan is not None  # every pattern here is of a planned name
+    options = invocation.options or cv.OperationExecutionOptions(invocation.operation)
+    operands = [_operand(x) for x in ctx.operands]
+    values = run_kernel(SharedMemoryCarrier, plan, options, operands)
+    outputs = []
+    for i, array in enumerate(values if isinstance(values, tuple) else (values,)):
+        out = ctx.allocate_result(i)
+        if out.size:
+            cv.storage_handle(out.carrier).array[...] = np.asarray(array).reshape(-1)
+        outputs.append(out)
+    return cv.ProviderResult(outputs)
 
 
 def _kernels() -> cv.KernelProvider:
-    patterns = [
-        cv.KernelPattern(operation=name, kernel=kernel, plans=_plans(name))
-        for name, kernel in _PLANNED.items()
-    ]
-    patterns += [cv.KernelPattern(operation=name, kernel=_view) for name in _VIEWS]
-    return cv.KernelProvider(patterns)
+    """One pattern per planned name, each listing every plan the policy resolves.
+
+    View names need no pattern: the framework runs them over the storage provider's spans.
+    """
+    return cv.KernelProvider(
+        [
+            cv.KernelPattern(operation=name, kernel=_kernel, plans=enumerate_plans(name))
+            for name in registered_operations()
+        ]
+    )
 
 
 # -- transfers and facets ----------------------------------------------------------------------
 
 
-class _BulkTransfer(cv.TransferProvider):
-    """One bulk copy through the public span contract: export on one side, import on the other."""
+class _SegmentTransfer(cv.TransferProvider):
+    """Bulk copies to and from another carrier class, reading or writing the segment in place.
+
+    The generic span path would export a copy of the segment first; a route skips that copy.
+    """
 
     def transfer(self, source: cv.Tensor, destination: type[cv.Carrier], **options: Any) -> Any:
         carrier = destination.allocate(source.size, source.dtype, **options)
         if source.size:
-            values = source.carrier.export_span(source.layout).reshape(-1)
-            carrier.import_span(cv.Layout((source.size,)), values)
+            if type(source.carrier) is SharedMemoryCarrier:
+                values = _operand(source)
+            else:
+                values = source.carrier.export_span(source.layout)
+            flat = cv.Layout((source.size,))
+            if destination is SharedMemoryCarrier:
+                cv.storage_handle(carrier).array[...] = np.asarray(values).reshape(-1)
+            else:
+                carrier.import_span(flat, np.ascontiguousarray(values).reshape(-1))
         return cv.Tensor(carrier, cv.Layout(source.shape))
 
 
@@ -268,7 +272,7 @@ class SharedMemoryCarrier(cv.Carrier):
         return carrier
 
 
-_TRANSFER: Final = _BulkTransfer()
+_TRANSFER: Final = _SegmentTransfer()
 cv.register_carrier_definition(
     SharedMemoryCarrier,
     cv.CarrierDefinition(

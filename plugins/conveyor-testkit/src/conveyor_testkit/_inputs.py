@@ -22,7 +22,7 @@ import numpy as np
 import conveyor as cv
 from conveyor.policy import OperationPlan, operation_spec
 
-__all__ = ["BUILDERS", "Case", "cases_for", "options_for", "plan_keys", "plan_text"]
+__all__ = ["BUILDERS", "SIZES", "Case", "cases_for", "options_for", "plan_keys", "plan_text"]
 
 _Array = np.ndarray[Any, Any]
 _Shape = tuple[int, ...]
@@ -118,8 +118,13 @@ def _profile(name: str, role: str) -> str:
     return "general"
 
 
+SIZES: Final = (1, 7, 64, 65, 1000, 4097)
+"""Flat operand sizes every elementwise plan and every reduction runs at."""
+
+
 def _elementwise(gen: _Gen) -> list[Case]:
-    """Same shapes with specials, NumPy broadcasting, a 0-sized broadcast and 0-d operands."""
+    """Same shapes with specials, NumPy broadcasting, a 0-sized broadcast, 0-d operands and the
+    flat ``SIZES``."""
     name, roles = gen.plan.operation, [o.role for o in gen.plan.operands]
     n = len(roles)
     layouts: list[tuple[str, list[_Shape]]] = [
@@ -128,6 +133,9 @@ def _elementwise(gen: _Gen) -> list[Case]:
         ("0-sized", [(0, 3), (3,), (1, 3)][:n] if n > 1 else [(0, 3)]),
         ("0-d", [()] * n),
     ]
+    # Flat sizes around typical SIMD widths and chunk boundaries: a kernel that is wrong only
+    # past 64 elements (or only in a vector tail) fails here.
+    layouts += [(f"n={size}", [(size,)] * n) for size in SIZES]
     extra = _UNARY_OPTIONS.get(name, {})
     cases = []
     for label, shapes in layouts:
@@ -162,6 +170,9 @@ def _reduction(gen: _Gen) -> list[Case]:
             ("4x5 flattened", (4, 5), {}),
             ("0x3 axis=0", (0, 3), {"axis": 0}),
         ]
+    # Long products overflow in an order-dependent way (inf or nan), so they stop at 65.
+    sizes = [n for n in SIZES if n <= 65] if name == "reduce_prod" else SIZES
+    layouts += [(f"n={size}", (size,), {}) for size in sizes]
     return [Case(label, (_operand(gen, 0, shape),), fields) for label, shape, fields in layouts]
 
 

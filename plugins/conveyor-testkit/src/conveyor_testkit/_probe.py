@@ -2,9 +2,10 @@
 
 The dispatch contract says a refusal happens before any result allocation, compilation or kernel
 entry. The probe wraps, for the duration of one call, the places where work starts: the carrier
-class's ``allocate`` and ``_allocate`` hooks, the ``allocate`` of a definition's storage provider,
-``Tensor._wrap`` (every shipped way of publishing a result tensor) and the operation's own
-``_forward`` hook. Anything recorded while a refused call ran is a violation.
+class's ``allocate`` and ``_allocate`` hooks, every other carrier class's ``allocate``, the
+``allocate`` of a definition's storage provider, ``Tensor._wrap`` (every shipped way of
+publishing a result tensor) and the operation's own ``_forward`` hook. Anything recorded while a
+refused call ran is a violation.
 """
 
 from __future__ import annotations
@@ -50,6 +51,15 @@ def record_work(cls: type[cv.Carrier], operation: cv.Operation | None) -> Iterat
             label = f"{cls.__name__}.{attr}"
             patch.setattr(cls, attr, _class_hook(events, label, getattr(cls, attr)))
         patch.setattr(Tensor, "_wrap", _class_hook(events, "Tensor._wrap", Tensor._wrap))
+        # Any other carrier class allocating counts too (a scratch buffer on CPU is still work).
+        base = cv.Carrier.__dict__["allocate"].__func__
+
+        def foreign(other: type, *args: Any, **kwargs: Any) -> Any:
+            if other is not cls:
+                events.append(f"{other.__name__}.allocate (another carrier class)")
+            return base(other, *args, **kwargs)
+
+        patch.setattr(cv.Carrier, "allocate", classmethod(foreign))
         storage = getattr(carrier_definition(cls), "storage", None)
         if storage is not None and callable(getattr(storage, "allocate", None)):
             label = f"{type(storage).__name__}.allocate (storage provider)"

@@ -3,7 +3,10 @@
 Both sides get tensors built with ``cv.tensor`` from the same NumPy operands and execute through
 ``carrier.dispatch_op(name).forward(...)``, so what is compared is exactly the dispatched
 implementation. When the oracle refuses a case, the carrier must refuse it with the same builtin
-exception type; when only one side raises, that is a failure.
+exception type; when only one side raises, that is a failure. Generic itself is checked against
+the independent NumPy references (``_reference``), never against itself. Every execution is also
+checked for writing into its inputs (with or without a version bump) and for results that alias
+an input.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import conveyor as cv
 from conveyor.policy import OperationPlan
 from conveyor_testkit._compare import compare, tolerance
 from conveyor_testkit._inputs import Case, cases_for, operand_arrays, options_for, plan_text
+from conveyor_testkit._reference import reference
+from conveyor_testkit._target import make_tensor
 
 __all__ = ["PlanFailure", "check_plan", "describe_error"]
 
@@ -54,17 +59,59 @@ def _builtin(error: BaseException) -> type[BaseException]:
     return next(c for c in type(error).__mro__ if c.__module__ == "builtins")
 
 
+def _snapshot(inputs: list[Any]) -> list[tuple[int, Any, bytes, int]]:
+    """(operand index, tensor, its bytes, its version) of every tensor operand."""
+    return [
+        (i, x, np.ascontiguousarray(x.numpy()).tobytes(), x.version)
+        for i, x in enumerate(inputs)
+        if isinstance(x, cv.Tensor)
+    ]
+
+
+def _untouched(plan: OperationPlan, before: list[tuple[int, Any, bytes, int]]) -> list[str]:
+    """What the execution did to its inputs: it must neither write them nor bump their version."""
+    problems = []
+    for i, x, values, version in before:
+        role = plan.operands[i].role
+        changed = np.ascontiguousarray(x.numpy()).tobytes() != values
+        bumped = x.version != version
+        if changed and not bumped:
+            problems.append(
+                f"it mutated its input {role} without a version bump (a silent write: autograd "
+                f"and other readers see changed values); kernels must never write operands"
+            )
+        elif changed or bumped:
+            problems.append(
+                f"it mutated its input {role} (version {version} -> {x.version}); kernels "
+                f"must never write operands"
+            )
+    return problems
+
+
+def _aliases(inputs: list[Any], outputs: tuple[Any, ...]) -> list[str]:
+    """Results that share storage with an input (planned results are always fresh)."""
+    carriers = {id(x.carrier): i for i, x in enumerate(inputs) if isinstance(x, cv.Tensor)}
+    return [
+        f"output {k} aliases input operand {carriers[id(out.carrier)]} (the same carrier "
+        f"instance); results of planned operations must be fresh"
+        for k, out in enumerate(outputs)
+        if id(out.carrier) in carriers
+    ]
+
+
 def _execute(cls: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[Any, ...]:
-    """Run ``case`` on ``cls``: the output arrays, after checking metadata and result dtypes."""
+    """Run ``case`` on ``cls``: the output arrays, after checking metadata, result dtypes, that
+    the inputs were left alone and that no result aliases an input."""
     name = plan.operation
     try:
         inputs = [
-            cv.tensor(v, dtype=o.dtype, carrier=cls) if isinstance(v, np.ndarray) else v
+            make_tensor(cls, v, o.dtype) if isinstance(v, np.ndarray) else v
             for v, o in zip(case.operands, plan.operands, strict=True)
         ]
     except Exception as exc:
         raise _Raised("building the operands with cv.tensor", exc) from exc
     first = next(t for t in inputs if isinstance(t, cv.Tensor))
+    before = _snapshot(inputs)
     try:
         with cv.no_grad():
             operation = first.carrier.dispatch_op(name)
@@ -72,7 +119,7 @@ def _execute(cls: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[An
     except Exception as exc:
         raise _Raised("execution", exc) from exc
     outputs = result if isinstance(result, tuple) else (result,)
-    problems = []
+    problems = _untouched(plan, before) + _aliases(inputs, outputs)
     if operation._operation_name != name or operation._dispatch_carrier_class is not cls:
         problems.append(
             f"after forward the dispatch metadata reads ({operation._operation_name!r}, "
@@ -89,12 +136,30 @@ def _execute(cls: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[An
     return tuple(np.array(out.numpy()) for out in outputs)
 
 
+def _expected(oracle: type[cv.Carrier] | None, plan: OperationPlan, case: Case) -> tuple[Any, ...]:
+    """The oracle's outputs: Generic's, or (``oracle`` is None) the independent NumPy reference.
+
+    The reference raises for cases it cannot compute; those are refusals only when Generic
+    refuses them too, so the kit then asks Generic for the expected refusal.
+    """
+    if oracle is not None:
+        return _execute(oracle, plan, case)
+    arrays = [v.copy() if isinstance(v, np.ndarray) else v for v in case.operands]
+    try:
+        return tuple(
+            np.asarray(a) for a in reference(plan.operation, plan, dict(case.fields), arrays)
+        )
+    except Exception as exc:
+        raise _Raised("the NumPy reference", exc) from exc
+
+
 def _check_case(
     target: type[cv.Carrier], oracle: type[cv.Carrier], plan: OperationPlan, case: Case
 ) -> PlanFailure | None:
     text, name = plan_text(plan), plan.operation
+    independent = target is oracle  # Generic is checked against NumPy, never against itself
     try:
-        expected = _execute(oracle, plan, case)
+        expected = _expected(None if independent else oracle, plan, case)
     except _Raised as raised:
         expected_error: BaseException | None = raised.error
     else:
@@ -104,18 +169,21 @@ def _check_case(
     except _Raised as raised:
         if expected_error is not None and isinstance(raised.error, _builtin(expected_error)):
             return None  # both refuse the case the same way
+        if independent and expected_error is not None and raised.stage == "execution":
+            return None  # the reference cannot compute what Generic refuses
         also = f" (the oracle raised {describe_error(expected_error)})" if expected_error else ""
         detail = f"{raised.stage} raised {describe_error(raised.error)}{also}"
         return PlanFailure(name, text, case.label, detail)
     if expected_error is not None:
+        who = "the NumPy reference" if independent else "the Generic oracle"
         detail = (
-            f"the carrier returned a result but the Generic oracle raised "
-            f"{describe_error(expected_error)}; it must refuse the case the same way"
+            f"the carrier returned a result but {who} raised {describe_error(expected_error)}; "
+            f"it must refuse the case the same way"
         )
         return PlanFailure(name, text, case.label, detail)
     arrays = operand_arrays(case)
     for i, (g, w) in enumerate(zip(got, expected, strict=True)):
-        mismatch = compare(g, w, tolerance(plan, i, arrays))
+        mismatch = compare(g, w.astype(g.dtype) if independent else w, tolerance(plan, i, arrays))
         if mismatch is not None:
             which = f"output {i}: " if len(got) > 1 else ""
             return PlanFailure(

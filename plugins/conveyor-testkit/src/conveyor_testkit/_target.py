@@ -9,8 +9,9 @@ with the reason instead of failing for the wrong cause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -19,7 +20,24 @@ from conveyor import plugins
 from conveyor.capabilities import CapabilitySet
 from conveyor.dtypes import CONCRETE_DTYPES
 
-__all__ = ["Target", "resolve_target"]
+__all__ = ["Target", "make_tensor", "resolve_target"]
+
+_Builder = Callable[[Any, cv.DType], cv.Tensor]
+# Carrier class -> how the kit builds its tensors, for classes cv.tensor cannot build alone (a
+# composite needs its tiers chosen). Filled by resolve_target.
+_BUILDERS: dict[type, _Builder] = {}
+_COMPOSITE: Final = "evictable"
+_DEFAULT_HIERARCHY: Final = ("cpu", "file")
+
+
+def make_tensor(cls: type[cv.Carrier], values: Any, dtype: cv.DType | None) -> cv.Tensor:
+    """A ``cls`` tensor holding ``values``: ``cv.tensor``, or the composite's own builder."""
+    builder = _BUILDERS.get(cls)
+    if builder is not None:
+        assert dtype is not None  # the kit always names the dtype
+        return builder(values, dtype)
+    return cv.tensor(values, dtype=dtype, carrier=cls)
+
 
 # Dtypes tried, in order, to allocate a probe instance: common ones first.
 _PROBE_DTYPES = (cv.float32, cv.float64, cv.int64, cv.int32, cv.bool, *CONCRETE_DTYPES)
@@ -41,15 +59,20 @@ class Target:
     capabilities: CapabilitySet | None = None
     oracle: type[cv.Carrier] | None = None
     storable: frozenset[cv.DType] = frozenset()
+    hierarchy: tuple[type[cv.Carrier], type[cv.Carrier]] | None = None
 
     @property
     def title(self) -> str:
-        return f"{self.name!r} ({self.cls.__module__}.{self.cls.__qualname__})"
+        text = f"{self.name!r} ({self.cls.__module__}.{self.cls.__qualname__})"
+        if self.hierarchy is not None:
+            primary, secondary = self.hierarchy
+            text += f", hierarchy primary={primary.__name__} secondary={secondary.__name__}"
+        return text
 
     def instance(self) -> cv.Carrier:
         """A fresh one-slot instance of the carrier under test."""
         assert self.storage_dtype is not None  # only called when skip is None
-        return self.cls.allocate(1, self.storage_dtype)
+        return _allocate(self.cls, self.storage_dtype)
 
     def supported_names(self) -> list[str]:
         return sorted(self.capabilities.names) if self.capabilities is not None else []
@@ -65,8 +88,12 @@ def resolve_target(name: str) -> Target:
     Raises:
         ValueError: no carrier is registered under ``name`` (the host's message lists them).
     """
-    cls = plugins.host().carrier(name)
-    if issubclass(cls, cv.DependentCarrier):
+    hierarchy = None
+    if name.partition(":")[0].strip().lower() == _COMPOSITE:
+        cls, hierarchy = _composite(name)
+    else:
+        cls = plugins.host().carrier(name)
+    if issubclass(cls, cv.DependentCarrier) and hierarchy is None:
         reason = (
             f"{cls.__name__} is a DependentCarrier: its capabilities and dispatch depend on the "
             f"carriers each instance composes, which the kit cannot choose; run the kit against "
@@ -77,7 +104,7 @@ def resolve_target(name: str) -> Target:
     storage_dtype = None
     for dtype in dict.fromkeys(_PROBE_DTYPES):
         try:
-            instance = cls.allocate(1, dtype)
+            instance = _allocate(cls, dtype)
         except Exception as exc:
             failures.append(f"{dtype.name}: {_describe(exc)}")
             continue
@@ -99,12 +126,48 @@ def resolve_target(name: str) -> Target:
         capabilities=capabilities,
         oracle=_oracle(),
         storable=frozenset(d for d in CONCRETE_DTYPES if _allocates(cls, d)),
+        hierarchy=hierarchy,
     )
+
+
+def _composite(name: str) -> tuple[type[cv.Carrier], tuple[type[cv.Carrier], type[cv.Carrier]]]:
+    """``evictable[:PRIMARY/SECONDARY]``: the Evictable class and the two tier classes.
+
+    The kit builds every tensor as a hierarchy over a primary tensor (built like any tensor of
+    the primary class) and a secondary of the storage class, so every check runs through it.
+
+    Raises:
+        ValueError: a tier names no registered carrier, or the spec is not ``PRIMARY/SECONDARY``.
+    """
+    host = plugins.host()
+    cls = host.carrier(_COMPOSITE)
+    spec = name.partition(":")[2].strip()
+    tiers = tuple(spec.split("/")) if spec else _DEFAULT_HIERARCHY
+    if len(tiers) != 2 or not all(tiers):
+        msg = "a composite is named evictable:PRIMARY/SECONDARY (e.g. evictable:cpu/file)"
+        raise ValueError(msg)
+    primary, secondary = host.carrier(tiers[0]), host.carrier(tiers[1])
+
+    def build(values: Any, dtype: cv.DType) -> cv.Tensor:
+        inner = make_tensor(primary, values, dtype)
+        tier = secondary.allocate(inner.carrier.size, dtype)
+        composite: Any = cls  # Evictable(primary, secondary); the kit only knows it by name
+        return cv.Tensor(composite(inner.carrier, tier), inner.layout)
+
+    _BUILDERS[cls] = build
+    return cls, (primary, secondary)
+
+
+def _allocate(cls: type[cv.Carrier], dtype: cv.DType) -> cv.Carrier:
+    """A fresh one-slot instance (through the composite's builder where there is one)."""
+    if cls in _BUILDERS:
+        return make_tensor(cls, np.zeros(1, dtype.numpy), dtype).carrier
+    return cls.allocate(1, dtype)
 
 
 def _allocates(cls: type[cv.Carrier], dtype: cv.DType) -> bool:
     try:
-        cls.allocate(1, dtype).release()
+        _allocate(cls, dtype).release()
     except Exception:
         return False
     return True
@@ -123,7 +186,7 @@ def _oracle_problem(name: str, cls: type[cv.Carrier], dtype: cv.DType | None) ->
     assert dtype is not None
     probe: Any = np.zeros(2, dtype.numpy)
     try:
-        built = cv.tensor(probe, dtype=dtype, carrier=name)
+        built = make_tensor(cls, probe, dtype)
         back = np.asarray(built.numpy())
     except Exception as exc:
         return (

@@ -6,14 +6,17 @@ given. Run the kit with::
 
     pytest --pyargs conveyor_testkit --conveyor-carrier=NAME
 
-Without ``--conveyor-carrier`` the kit's tests skip with a reason.
+Without ``--conveyor-carrier`` the kit's tests skip with a reason and the run fails: a kit run that
+checked nothing never passes (nor does one whose carrier the kit cannot drive).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -28,7 +31,7 @@ UNSET_REASON: Final = (
     "`pytest --pyargs conveyor_testkit --conveyor-carrier=NAME`"
 )
 # How many failing plans the summary shows per name (every failure is counted).
-_SHOWN_PER_NAME: Final = 3
+_SHOWN_PER_NAME: Final = 10
 # How many lines of a failed check's message the summary shows.
 _MESSAGE_LINES: Final = 6
 
@@ -62,33 +65,67 @@ class Report:
         self.passed[name] = passed
         self.failed[name] = failures
 
+    def counts(self) -> dict[str, int]:
+        """How many checks ran, passed, failed and were skipped (a check is one kit test)."""
+        found = {"run": 0, "passed": 0, "failed": 0, "skipped": 0}
+        for outcome, _ in self.checks.values():
+            found[outcome] += 1
+        found["run"] = found["passed"] + found["failed"]
+        return found
+
+    def plan_failures(self) -> int:
+        return sum(len(f) for f in self.failed.values())
+
+    def result(self) -> str:
+        """``conforms`` only when checks ran and every one passed."""
+        counts = self.counts()
+        if self.target is None or counts["run"] == 0:
+            return "NOTHING CHECKED"
+        if counts["failed"] or self.plan_failures():
+            return "DOES NOT CONFORM"
+        return "conforms"
+
+    def _table(self) -> list[str]:
+        """One row per kind of check (the kit's test classes): run, passed, failed, skipped."""
+        rows: dict[str, dict[str, int]] = {}
+        for check, (outcome, _) in self.checks.items():
+            row = rows.setdefault(check.split("::", 1)[0], dict.fromkeys(_COLUMNS, 0))
+            row[outcome] += 1
+        width = max([len(k) for k in rows] + [5])
+        out = [f"  {'check':<{width}}  " + "  ".join(f"{c:>7}" for c in ("run", *_COLUMNS))]
+        for kind, row in sorted(rows.items()):
+            run = row["passed"] + row["failed"]
+            cells = "  ".join(f"{n:>7}" for n in (run, *(row[c] for c in _COLUMNS)))
+            out.append(f"  {kind:<{width}}  {cells}")
+        return out
+
     def lines(self) -> list[str]:
         target = self.target
         if target is None:
-            return ["no carrier under test"]
+            return [f"carrier: none; {UNSET_REASON}", "result: NOTHING CHECKED"]
         out = [f"carrier: {target.title}"]
         if target.skip:
-            return [*out, f"not tested: {target.skip}"]
+            out.append(f"not tested: {target.skip}")
         names = target.supported_names()
         out.append(f"names supported: {len(names)}: {', '.join(names) if names else '(none)'}")
         if target.oracle_skip:
             out.append(f"oracle comparison skipped: {target.oracle_skip}")
-        checked = sum(self.passed.values()) + sum(len(f) for f in self.failed.values())
-        failed = sum(len(f) for f in self.failed.values())
+        checked = sum(self.passed.values()) + self.plan_failures()
+        failed = self.plan_failures()
         sampled = f" (at most {self.max_plans} per name)" if self.max_plans is not None else ""
+        against = "the NumPy reference" if target.oracle is target.cls else "Generic"
         if checked:
             out.append(
                 f"plans: {sum(self.advertised.values())} advertised, {checked} checked against "
-                f"Generic{sampled}: {checked - failed} passed, {failed} failed"
+                f"{against}{sampled}: {checked - failed} passed, {failed} failed"
             )
-        counts: dict[str, int] = {}
-        for outcome, _ in self.checks.values():
-            counts[outcome] = counts.get(outcome, 0) + 1
+        counts = self.counts()
         out.append(
-            "checks: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-            if counts
-            else "checks: none ran"
+            f"checks: {counts['run']} run, {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['skipped']} skipped"
         )
+        if self.checks:
+            out += self._table()
         for check, (outcome, text) in self.checks.items():
             if outcome == "passed" or (outcome == "failed" and check.startswith(_ORACLE_TEST)):
                 continue  # oracle failures are listed per plan below
@@ -103,11 +140,39 @@ class Report:
             out += [f"    {f}" for f in failures[:_SHOWN_PER_NAME]]
             if len(failures) > _SHOWN_PER_NAME:
                 out.append(f"    ... and {len(failures) - _SHOWN_PER_NAME} more")
-        bad = failed or counts.get("failed", 0)
-        out.append(f"result: {'DOES NOT CONFORM' if bad else 'conforms'}")
+        result = self.result()
+        if result == "NOTHING CHECKED":
+            result += " (no check ran, so the kit fails)"
+        out.append(f"result: {result}")
         return out
 
+    def as_json(self) -> dict[str, Any]:
+        """The report for CI systems (``--conveyor-report=FILE.json``)."""
+        target = self.target
+        return {
+            "carrier": None if target is None else target.name,
+            "class": None
+            if target is None
+            else f"{target.cls.__module__}.{target.cls.__qualname__}",
+            "not_tested": None if target is None else target.skip,
+            "names": [] if target is None else target.supported_names(),
+            "checks": self.counts(),
+            "outcomes": {k: {"outcome": o, "message": m} for k, (o, m) in self.checks.items()},
+            "plans": {
+                "advertised": sum(self.advertised.values()),
+                "checked": sum(self.passed.values()) + self.plan_failures(),
+                "failed": self.plan_failures(),
+            },
+            "failed_plans": [
+                {"name": f.name, "plan": f.plan, "case": f.case, "detail": f.detail}
+                for failures in self.failed.values()
+                for f in failures
+            ],
+            "result": self.result(),
+        }
 
+
+_COLUMNS: Final = ("passed", "failed", "skipped")
 _ORACLE_TEST: Final = "TestAdvertisedPlansMatchTheOracle::"
 _TARGET: Final = pytest.StashKey[Target | None]()
 _REPORT: Final = pytest.StashKey[Report]()
@@ -127,6 +192,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="check at most N plans per operation name, a deterministic sample (default: all)",
+    )
+    group.addoption(
+        "--conveyor-report",
+        metavar="FILE.json",
+        default=None,
+        help="also write the conformance report as JSON to FILE.json (for CI systems)",
     )
     group.addoption(
         "--conveyor-seed",
@@ -153,8 +224,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TARGET] = target
     report = Report(target, max_plans, config.getoption("conveyor_seed", 0))
     config.stash[_REPORT] = report
-    if target is not None:
-        config.pluginmanager.register(_Recorder(report), "conveyor-testkit-recorder")
+    # Always registered: without a carrier, a run that collected the kit must still fail.
+    config.pluginmanager.register(_Recorder(report), "conveyor-testkit-recorder")
 
 
 def _skip_reason(target: Target | None, oracle: bool = False) -> str | None:
@@ -168,19 +239,25 @@ def _skip_reason(target: Target | None, oracle: bool = False) -> str | None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``conveyor_operation`` by the names the carrier advertises."""
-    if "conveyor_operation" not in metafunc.fixturenames:
-        return
-    target = metafunc.config.stash.get(_TARGET, None)
-    reason = _skip_reason(target, oracle=True)
-    names = target.supported_names() if target is not None and reason is None else []
-    if reason is None and not names:
-        reason = f"{target.cls.__name__ if target else '?'} advertises no operation plan"
-    if reason is not None:
-        param = pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")
-        metafunc.parametrize("conveyor_operation", [param])
-        return
-    metafunc.parametrize("conveyor_operation", names)
+    """Parametrize ``conveyor_operation`` by the names the carrier advertises, and
+    ``conveyor_differentiable_operation`` by those of them that have a gradient rule."""
+    from conveyor.gradients import differentiable_operations
+
+    for fixture in ("conveyor_operation", "conveyor_differentiable_operation"):
+        if fixture not in metafunc.fixturenames:
+            continue
+        target = metafunc.config.stash.get(_TARGET, None)
+        reason = _skip_reason(target, oracle=True)
+        names = target.supported_names() if target is not None and reason is None else []
+        if fixture == "conveyor_differentiable_operation":
+            names = [n for n in names if n in differentiable_operations()]
+        if reason is None and not names:
+            reason = f"{target.cls.__name__ if target else '?'} advertises no such operation plan"
+        if reason is not None:
+            param = pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")
+            metafunc.parametrize(fixture, [param])
+            continue
+        metafunc.parametrize(fixture, names)
 
 
 class _Recorder:
@@ -224,11 +301,30 @@ def _failure_text(report: pytest.TestReport) -> str:
     return "\n".join(shown)
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    target = config.stash.get(_TARGET, None)
-    if target is None:
+def _kit_collected(config: pytest.Config) -> bool:
+    recorder = config.pluginmanager.get_plugin("conveyor-testkit-recorder")
+    return isinstance(recorder, _Recorder) and bool(recorder.items)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A kit run that checked nothing fails; the JSON report is written when asked for."""
+    config = session.config
+    if not _kit_collected(config):
         return
-    terminalreporter.write_sep("=", f"conveyor conformance summary: {target.name}")
+    report = config.stash[_REPORT]
+    if report.result() == "NOTHING CHECKED" and exitstatus in (0, 5):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    path = config.getoption("conveyor_report", None)
+    if path:
+        Path(path).write_text(json.dumps(report.as_json(), indent=2) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not _kit_collected(config):
+        return
+    target = config.stash.get(_TARGET, None)
+    title = target.name if target is not None else "no carrier"
+    terminalreporter.write_sep("=", f"conveyor conformance summary: {title}")
     for line in config.stash[_REPORT].lines():
         terminalreporter.write_line(line)
 

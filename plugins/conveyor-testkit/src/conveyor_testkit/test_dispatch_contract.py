@@ -19,7 +19,7 @@ from conveyor.policy import OperationPlan, enumerate_plans, operation_spec, regi
 from conveyor_testkit._inputs import Case, cases_for, plan_text
 from conveyor_testkit._probe import record_work
 from conveyor_testkit._run import describe_error
-from conveyor_testkit._target import Target
+from conveyor_testkit._target import Target, make_tensor
 
 VIEW_NAMES = (
     "as_strided",
@@ -45,7 +45,7 @@ def _fail(failures: list[str], what: str) -> None:
 
 def _tensors(target: Target, plan: OperationPlan, case: Case) -> list[Any]:
     return [
-        cv.tensor(v, dtype=o.dtype, carrier=target.cls) if isinstance(v, np.ndarray) else v
+        make_tensor(target.cls, v, o.dtype) if isinstance(v, np.ndarray) else v
         for v, o in zip(case.operands, plan.operands, strict=True)
     ]
 
@@ -191,6 +191,22 @@ def _unadvertised(target: Target) -> Iterator[OperationPlan]:
 
 
 class TestRefusalsBeforeAllocation:
+    def test_dispatch_allocates_nothing(self, conveyor_target: Target) -> None:
+        """``dispatch_op`` only makes the operation: no carrier of any class is allocated."""
+        carrier = conveyor_target.instance()
+        try:
+            for name in conveyor_target.supported_names():
+                with record_work(conveyor_target.cls, None) as work:
+                    carrier.dispatch_op(name)
+                if work:
+                    pytest.fail(
+                        f"{name} on {conveyor_target.cls.__name__}: dispatch_op did work before "
+                        f"any call: {', '.join(work)}; allocate in forward, after the gate",
+                        pytrace=False,
+                    )
+        finally:
+            carrier.release()
+
     def test_unadvertised_plan_refused_before_allocation(self, conveyor_target: Target) -> None:
         """A plan the carrier does not advertise raises UnsupportedOperationPlan, allocating
         nothing and never entering the implementation (or the name is refused at dispatch)."""
@@ -232,10 +248,7 @@ class TestRefusalsBeforeAllocation:
         for name, dtype in _unplannable(conveyor_target):
             roles = operation_spec(name).roles
             try:
-                inputs = [
-                    cv.tensor(np.zeros((2, 3), dtype.numpy), dtype=dtype, carrier=cls)
-                    for _ in roles
-                ]
+                inputs = [make_tensor(cls, np.zeros((2, 3), dtype.numpy), dtype) for _ in roles]
             except Exception:  # not storable on this carrier: next candidate
                 continue
             operation = _dispatch(inputs, name)

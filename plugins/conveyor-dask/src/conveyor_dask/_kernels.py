@@ -1,0 +1,347 @@
+"""Kernels of DaskCarrier: every planned name as a dask.array graph over the reference kernels.
+
+Each kernel builds a graph from its operands' persisted arrays and the accepted plan, persists
+the result on the workers and waits for it, so a task's error surfaces here (as the error type
+Generic raises for the same call) before the framework publishes anything. The per-block work is
+Conveyor's reference NumPy kernel of the name, so conversions, arithmetic, accumulator and
+output dtype are the plan's exactly; dask supplies the distribution:
+
+- elementwise names and activations: ``map_blocks`` over operands broadcast to the result;
+- sums and products: a dask tree reduction in the plan's accumulator dtype, rounded once;
+  maxima and minima: a dask tree reduction (exact in any order);
+- ``matmul``: blocked ``dask.array.matmul`` on operands converted to the plan's dtype;
+- ``argmax``, ``argmin``, ``cumsum``, ``sort``, ``topk``: the reference kernel per lane block
+  (the axis in one chunk, the other axes still chunked);
+- ``conv_general``: the reference kernel per batch chunk, with the whole weight;
+- ``gather``, ``scatter``, ``scatter_add``, and whole-array forms (``axis=None``, empty or 0-d
+  operands): the reference kernel in one task on a worker, whose result is re-chunked there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+
+import conveyor as cv
+from conveyor_dask import _storage
+from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError
+from conveyor_generic.kernels._common import convert, lane_axes, reduced_axes
+from conveyor_generic.kernels.contraction import conv_layouts
+from conveyor_generic.kernels.elementwise import BINARY_KERNELS
+from conveyor_generic.kernels.unary import UNARY_KERNELS
+
+if TYPE_CHECKING:
+    import dask.array as da
+
+__all__ = ["PLANNED", "VIEWS", "view"]
+
+_Kernel = Callable[[cv.KernelExecutionInterface], cv.ProviderResult]
+_Context = cv.KernelExecutionInterface
+
+
+def _name(ctx: _Context) -> str:
+    return ctx.invocation.operation
+
+
+def _plan(ctx: _Context) -> cv.OperationPlan:
+    plan = ctx.invocation.plan
+    assert plan is not None  # only planned names reach these kernels
+    return plan
+
+
+def _options(ctx: _Context) -> cv.OperationExecutionOptions:
+    return ctx.invocation.options or cv.OperationExecutionOptions(_name(ctx))
+
+
+def _handle(x: cv.Tensor) -> _storage.Distributed:
+    handle: _storage.Distributed = cv.storage_handle(x.carrier)
+    return handle
+
+
+def _operands(ctx: _Context) -> list[Any]:
+    """Tensor operands as lazy dask arrays of their logical values; scalars and None as given."""
+    return [
+        _storage.logical(_handle(x), x.layout) if type(x) is cv.Tensor else x for x in ctx.operands
+    ]
+
+
+def _session(ctx: _Context) -> Any:
+    return _handle(next(x for x in ctx.operands if type(x) is cv.Tensor)).session
+
+
+def _fresh(ctx: _Context) -> str:
+    """A unique graph name for a kernel's blocks.
+
+    Naming the layer skips dask's tokenizing of the per-call closure (a pickle and a hash per
+    call, most of a tiny operation's cost); uniqueness is right because every call publishes a
+    fresh result.
+    """
+    return f"{_name(ctx)}-{uuid.uuid4().hex}"
+
+
+def _meta(ndim: int, dtype: cv.DType) -> np.ndarray[Any, Any]:
+    return np.empty((0,) * ndim, dtype.numpy)
+
+
+def _publish(ctx: _Context, arrays: Sequence[da.Array]) -> cv.ProviderResult:
+    """Persist ``arrays`` (one per result spec), wait for them, and wrap them as results."""
+    session = _session(ctx)
+    specs = ctx.invocation.results
+    shaped = [a.reshape(spec.shape) for a, spec in zip(arrays, specs, strict=True)]
+    done = _storage.persist(_name(ctx), shaped, session)
+    outputs = []
+    for index, array in enumerate(done):
+        out = ctx.allocate_result(index)
+        handle = _handle(out)
+        handle.base = array
+        handle.limit = _storage.chunk_bytes(specs[index].shape, specs[index].dtype, session)
+        outputs.append(out)
+    return cv.ProviderResult(tuple(outputs))
+
+
+def _translated(kernel: _Kernel) -> _Kernel:
+    """``kernel`` with reference-kernel refusals re-raised as Generic raises them, named here."""
+
+    def run(ctx: _Context) -> cv.ProviderResult:
+        try:
+            return kernel(ctx)
+        except KernelIndexError as exc:
+            msg = f"{_name(ctx)} on {type(ctx.carrier).__name__}: {exc}"
+            raise IndexError(msg) from None
+        except KernelValueError as exc:
+            msg = f"{_name(ctx)} on {type(ctx.carrier).__name__}: {exc}"
+            raise ValueError(msg) from None
+
+    run.__name__ = run.__qualname__ = kernel.__name__
+    return run
+
+
+def _reference(ctx: _Context) -> Callable[..., Any]:
+    """The reference kernel of the call, bound to its plan and options (picklable to workers)."""
+    plan, options, kernel = _plan(ctx), _options(ctx), KERNELS[_name(ctx)]
+
+    def run(*operands: Any) -> Any:
+        return kernel(plan, options, *operands)
+
+    return run
+
+
+# -- whole-array form: one task on a worker --
+
+
+def _whole(ctx: _Context) -> cv.ProviderResult:
+    import dask
+    import dask.array as da
+
+    specs = ctx.invocation.results
+    nout = len(specs) if len(specs) > 1 else None
+    task = dask.delayed(_reference(ctx), pure=False, nout=nout, name=_fresh(ctx))
+    result = task(*_operands(ctx))
+    parts = [result[i] for i in range(len(specs))] if len(specs) > 1 else [result]
+    session = _session(ctx)
+    arrays = []
+    for part, spec in zip(parts, specs, strict=True):
+        array = da.from_delayed(part, shape=spec.shape, dtype=spec.dtype.numpy)
+        limit = _storage.chunk_bytes(spec.shape, spec.dtype, session)
+        arrays.append(array.rechunk(_storage.chunks_for(spec.shape, spec.dtype.numpy, limit)))
+    return _publish(ctx, arrays)
+
+
+# -- elementwise --
+
+
+def _elementwise(ctx: _Context) -> cv.ProviderResult:
+    import dask.array as da
+
+    spec = ctx.invocation.results[0]
+    operands = _operands(ctx)
+    where = [i for i, x in enumerate(operands) if isinstance(x, da.Array)]
+    if spec.layout.size == 0 or not spec.shape:
+        return _whole(ctx)
+    arrays = [da.broadcast_to(operands[i], spec.shape) for i in where]
+    template = [None if i in where else x for i, x in enumerate(operands)]
+    run = _reference(ctx)
+
+    def block(*blocks: Any) -> Any:
+        values = list(template)
+        for i, b in zip(where, blocks, strict=True):
+            values[i] = b
+        return run(*values)
+
+    result = da.map_blocks(
+        block,
+        *arrays,
+        dtype=spec.dtype.numpy,
+        meta=_meta(len(spec.shape), spec.dtype),
+        name=_fresh(ctx),
+    )
+    return _publish(ctx, [result])
+
+
+# -- reductions --
+
+
+def _converted(ctx: _Context, x: da.Array, index: int = 0) -> da.Array:
+    """``x`` converted to operand ``index``'s ``convert_to`` dtype, block by block."""
+    plan = _plan(ctx)
+    target = plan.operands[index].convert_to
+    assert target is not None  # a tensor operand of a plan always has one
+
+    def block(b: Any) -> Any:
+        return convert(plan, [b if i == index else None for i in range(len(plan.operands))])[index]
+
+    return x.map_blocks(block, dtype=target.numpy, meta=_meta(x.ndim, target), name=_fresh(ctx))
+
+
+_TREE: Final[dict[str, str]] = {
+    "reduce_sum": "sum",
+    "reduce_prod": "prod",
+    "reduce_max": "max",
+    "reduce_min": "min",
+}
+
+
+def _reduction(ctx: _Context) -> cv.ProviderResult:
+    import dask.array as da
+
+    (x,) = _operands(ctx)
+    options = _options(ctx)
+    axes = reduced_axes(options.axis, x.ndim)
+    if x.ndim == 0 or x.size == 0 or not axes:
+        return _whole(ctx)  # identities and empty-axis refusals exactly as the reference
+    name = _TREE[_name(ctx)]
+    values = _converted(ctx, x)
+    function = getattr(da, name)
+    if name in ("sum", "prod"):
+        result = function(values, axis=axes, keepdims=options.keepdims, dtype=values.dtype)
+    else:
+        result = function(values, axis=axes, keepdims=options.keepdims)
+    return _publish(ctx, [result.astype(_plan(ctx).outputs[0].numpy)])
+
+
+# -- lanes: the axis in one chunk --
+
+
+def _lanes(ctx: _Context) -> cv.ProviderResult:
+    (x,) = _operands(ctx)
+    options = _options(ctx)
+    if x.ndim == 0 or x.size == 0 or options.axis is None:
+        return _whole(ctx)
+    axis = lane_axes(options.axis, x.ndim)
+    x = x.rechunk({axis: -1})
+    run = _reference(ctx)
+    arrays = []
+    for index, spec in enumerate(ctx.invocation.results):
+        chunks = list(x.chunks)
+        dropped = len(spec.shape) < x.ndim
+        if dropped:
+            del chunks[axis]
+        else:
+            chunks[axis] = (spec.shape[axis],)
+
+        def block(b: Any, index: int = index) -> Any:
+            found = run(b)
+            return found[index] if isinstance(found, tuple) else found
+
+        arrays.append(
+            x.map_blocks(
+                block,
+                chunks=tuple(chunks),
+                drop_axis=[axis] if dropped else [],
+                dtype=spec.dtype.numpy,
+                meta=_meta(len(spec.shape), spec.dtype),
+                name=_fresh(ctx),
+            )
+        )
+    return _publish(ctx, arrays)
+
+
+# -- contraction --
+
+
+def _matmul(ctx: _Context) -> cv.ProviderResult:
+    import dask.array as da
+
+    a, b = _operands(ctx)
+    if a.size == 0 or b.size == 0:
+        return _whole(ctx)
+    product = da.matmul(_converted(ctx, a, 0), _converted(ctx, b, 1))
+    return _publish(ctx, [product.astype(_plan(ctx).outputs[0].numpy)])
+
+
+def _conv_general(ctx: _Context) -> cv.ProviderResult:
+    """The reference convolution per chunk of the batch axis, each with the whole weight."""
+    import dask.array as da
+
+    x, w = _operands(ctx)
+    spec = ctx.invocation.results[0]
+    if x.size == 0 or w.size == 0 or spec.layout.size == 0 or x.ndim < 3:
+        return _whole(ctx)
+    options = _options(ctx)
+    lhs, _rhs, out = conv_layouts(options, x.ndim)
+    batch_in, batch_out = lhs[0], out[0]  # where N sits in the input and in the result
+    x = x.rechunk({a: (-1 if a != batch_in else "auto") for a in range(x.ndim)})
+    w = w.rechunk(-1)
+    run = _reference(ctx)
+    # Index letters: "n" is the batch axis, shared; the others are private to each array.
+    in_index = "".join("n" if a == batch_in else "abcdefg"[a] for a in range(x.ndim))
+    w_index = "pqrstuv"[: w.ndim]
+    out_index = "".join("n" if a == batch_out else "hijklmo"[a] for a in range(len(spec.shape)))
+    new_axes = {out_index[a]: spec.shape[a] for a in range(len(spec.shape)) if a != batch_out}
+    result = da.blockwise(
+        run,
+        out_index,
+        x,
+        in_index,
+        w,
+        w_index,
+        new_axes=new_axes,
+        concatenate=True,
+        name=_fresh(ctx),
+        dtype=spec.dtype.numpy,
+        meta=_meta(len(spec.shape), spec.dtype),
+    )
+    return _publish(ctx, [result])
+
+
+# -- views --
+
+
+def view(ctx: _Context) -> cv.ProviderResult:
+    """Views alias their operand; a reshape that cannot be a view copies in row-major order."""
+    if ctx.invocation.results[0].alias is not None:
+        return cv.ProviderResult(ctx.alias_result(0))
+    (x,) = _operands(ctx)
+    return _publish(ctx, [x])
+
+
+_ELEMENTWISE: Final = (*BINARY_KERNELS, *UNARY_KERNELS, "select", "clamp")
+_LANES: Final = ("argmax", "argmin", "cumsum", "sort", "topk")
+_WHOLE: Final = ("gather", "scatter", "scatter_add")
+
+PLANNED: Final[dict[str, _Kernel]] = {
+    **{name: _translated(_elementwise) for name in _ELEMENTWISE},
+    **{name: _translated(_reduction) for name in _TREE},
+    **{name: _translated(_lanes) for name in _LANES},
+    **{name: _translated(_whole) for name in _WHOLE},
+    "matmul": _translated(_matmul),
+    "conv_general": _translated(_conv_general),
+}
+"""Every planned dispatch name -> its kernel (the reference kernels' table, name for name)."""
+
+VIEWS: Final = (
+    "as_strided",
+    "broadcast_to",
+    "permute",
+    "rearrange",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "view",
+)
+
+# Every planned name the reference kernels know has a Dask kernel: keep the tables in step.
+assert set(PLANNED) == set(KERNELS), sorted(set(KERNELS) ^ set(PLANNED))

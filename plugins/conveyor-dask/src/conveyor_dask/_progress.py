@@ -1,0 +1,40 @@
+"""Progress of cluster work, bridged from the scheduler to ``cv.progress`` callbacks.
+
+Imported only while a ``cv.progress`` block is active. A ``distributed`` progress feed (the one
+Dask's own progress bars read) counts the finished tasks behind the awaited futures; the feed
+runs on the client's event loop, and the waiting thread hands its latest count to the callbacks,
+so they run in the thread doing the work, as ``cv.progress`` promises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributed.diagnostics.progressbar import ProgressBar
+
+from conveyor.progress import report
+
+__all__ = ["Bridge"]
+
+
+class Bridge(ProgressBar):  # type: ignore[misc]  # distributed is untyped here (Any)
+    """Counts (done, total) tasks of ``futures`` as the scheduler reports them."""
+
+    def __init__(self, futures: list[Any], client: Any, label: str) -> None:
+        super().__init__(futures, scheduler=client.scheduler.address, interval="100ms")
+        self.label = label
+        self.latest = (0, len(futures))
+        self._told: tuple[int, int] | None = None
+        client.loop.add_callback(self.listen)
+
+    def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:  # dask names it all
+        self.latest = (all - remaining, all)
+
+    def tell(self, finished: bool = False) -> None:
+        """Report the latest count to the active callbacks (once per change)."""
+        done, total = self.latest
+        if finished:
+            done = total
+        if (done, total) != self._told:
+            self._told = (done, total)
+            report(done, total, self.label)

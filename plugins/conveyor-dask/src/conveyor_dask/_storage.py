@@ -1,0 +1,264 @@
+"""Storage of a DaskCarrier: its slots as one chunked dask array persisted on the cluster.
+
+A handle keeps ``base``, a dask array whose row-major flattening is the carrier's slots. A
+kernel's result keeps the shape the kernel computed, so the next kernel reads it with its
+natural chunks and no rechunking; data that arrived flat is reshaped once, on first use, and
+kept that way. A tensor's layout (views: permutations, broadcasts, offsets) is turned back into
+dask slicing and transposes of ``base``; only irregular strides fall back to integer indexing.
+Values never pass through the client except when they are read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+
+import conveyor as cv
+from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor_dask import _cluster
+
+if TYPE_CHECKING:
+    import dask.array as da
+
+__all__ = [
+    "DaskStorage",
+    "Distributed",
+    "chunk_bytes",
+    "chunks_for",
+    "compute",
+    "logical",
+    "persist",
+    "scatter",
+]
+
+_Array = np.ndarray[Any, Any]
+# Storable dtypes: everything NumPy holds natively (bfloat16 comes from ml_dtypes, which the
+# worker-side NumPy kernels of dask do not all accept).
+_STORABLE: Final = frozenset(d for d in CONCRETE_DTYPES if d is not cv.bfloat16)
+
+
+class Distributed:
+    """Storage handle: ``base`` (a persisted dask array), its dtype, and its chunk limit in bytes.
+
+    Mutable on purpose: writes and kernel results replace ``base`` with a new persisted array.
+    A fresh allocation holds no array at all until something reads it (``base`` is then a lazy
+    ``dask.array.zeros``): kernel results replace it at once, so they never pay for the zeros.
+    """
+
+    __slots__ = ("__weakref__", "_base", "dtype", "limit", "session", "size")
+
+    def __init__(
+        self, base: da.Array | None, size: int, dtype: cv.DType, limit: int, session: Any
+    ) -> None:
+        self._base = base
+        self.size = size
+        self.dtype = dtype
+        self.limit = limit
+        self.session: _cluster._Session = session
+
+    @property
+    def base(self) -> da.Array:
+        if self._base is None:
+            import dask.array as da
+
+            chunks = chunks_for((self.size,), self.dtype.numpy, self.limit)
+            self._base = da.zeros((self.size,), self.dtype.numpy, chunks=chunks)
+        return self._base
+
+    @base.setter
+    def base(self, value: da.Array) -> None:
+        self._base = value
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The largest chunk's shape."""
+        return tuple(int(c) for c in self.base.chunksize)
+
+
+def chunks_for(shape: tuple[int, ...], dtype: Any, limit: int) -> tuple[tuple[int, ...], ...]:
+    """Dask's automatic chunks for ``shape`` under a byte ``limit`` (squarish blocks)."""
+    from dask.array.core import normalize_chunks
+
+    found: tuple[tuple[int, ...], ...] = normalize_chunks(
+        "auto", shape, limit=max(limit, 1), dtype=np.dtype(dtype)
+    )
+    return found
+
+
+def chunk_bytes(shape: tuple[int, ...], dtype: cv.DType, session: Any) -> int:
+    """The chunk byte limit for an array of ``shape`` and ``dtype`` on ``session``'s cluster."""
+    return _cluster.chunk_limit(math.prod(shape) * np.dtype(dtype.numpy).itemsize, session)
+
+
+def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, int]:
+    """``values`` cut into chunks and sent straight to the workers, as one dask array."""
+    import dask.array as da
+
+    limit = chunk_bytes(values.shape, dtype, session)
+    chunks = chunks_for(values.shape, dtype.numpy, limit)
+    if values.size == 0:
+        return da.zeros(values.shape, dtype.numpy, chunks=chunks), limit
+    starts = [list(itertools.accumulate(c, initial=0)) for c in chunks]
+    grid = list(itertools.product(*(range(len(c)) for c in chunks)))
+    blocks = [
+        np.ascontiguousarray(
+            values[tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, index, strict=True))]
+        )
+        for index in grid
+    ]
+    session.check("move")
+    futures = session.client.scatter(blocks, hash=False)
+    parts = np.empty(tuple(len(c) for c in chunks), dtype=object)
+    for index, future, block in zip(grid, futures, blocks, strict=True):
+        parts[index] = da.from_delayed(future, shape=block.shape, dtype=block.dtype)
+    return da.block(parts.tolist()) if values.ndim else parts[()], limit
+
+
+def persist(operation: str, arrays: list[da.Array], session: Any) -> list[da.Array]:
+    """``arrays`` computed and kept on the workers; raises what the computation raised."""
+    import distributed
+
+    session.check(operation)
+    try:
+        done = list(session.client.persist(arrays))
+    except OSError as exc:
+        raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
+    with session.client.as_current():
+        _cluster.wait(operation, distributed.futures_of(done), session)
+    return done
+
+
+def compute(operation: str, array: da.Array, session: Any) -> _Array:
+    """``array``'s values on the client (the only place values leave the cluster)."""
+    session.check(operation)
+    try:
+        future = session.client.compute(array)
+    except OSError as exc:
+        raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
+    with session.client.as_current():
+        _cluster.wait(operation, [future], session)
+    return np.asarray(future.result())
+
+
+def _flat(handle: Distributed) -> da.Array:
+    return handle.base.reshape(-1) if handle.base.ndim != 1 else handle.base
+
+
+def _contiguous_block(layout: cv.Layout) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """For a layout that permutes and broadcasts a contiguous run of slots: (order, extents).
+
+    Axes of extent 1 or stride 0 are left out; ``order`` lists the other axes from the
+    slowest-moving stride to stride 1, ``extents`` their extents in that order.
+    """
+    axes = [a for a, (n, s) in enumerate(zip(layout.shape, layout.strides, strict=True)) if n > 1]
+    moving = sorted((a for a in axes if layout.strides[a] != 0), key=lambda a: -layout.strides[a])
+    expected = 1
+    for a in reversed(moving):
+        if layout.strides[a] != expected:
+            return None
+        expected *= layout.shape[a]
+    return tuple(moving), tuple(layout.shape[a] for a in moving)
+
+
+def logical(handle: Distributed, layout: cv.Layout) -> da.Array:
+    """The values under ``layout`` as a dask array of ``layout.shape`` (lazy, no compute)."""
+    import dask.array as da
+
+    base = handle.base
+    if layout.shape == base.shape and layout == cv.Layout.contiguous(base.shape):
+        return base
+    if layout.size == 0:
+        return da.zeros(layout.shape, handle.dtype.numpy)
+    if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
+        if base.ndim <= 1 and len(layout.shape) > 1:
+            # Data that arrived flat: keep it in this shape with squarish chunks from now on.
+            chunks = chunks_for(layout.shape, handle.dtype.numpy, handle.limit)
+            (handle.base,) = persist(
+                "reshape", [base.reshape(layout.shape).rechunk(chunks)], handle.session
+            )
+            return handle.base
+        return base.reshape(layout.shape)
+    transposed = _as_transpose(layout, base.shape)
+    if transposed is not None:
+        return base.transpose(transposed)
+    block = _contiguous_block(layout)
+    flat = _flat(handle)
+    if block is None:  # irregular strides: gather the slots one by one
+        return flat[_slot_indices(layout).reshape(-1)].reshape(layout.shape)
+    order, extents = block
+    values = flat[layout.offset : layout.offset + math.prod(extents)].reshape(extents)
+    # Put the moving axes back in their order, then add the extent-1 and stride-0 axes.
+    values = values.transpose(tuple(int(i) for i in np.argsort(order))) if order else values
+    present = sorted(order)
+    index = tuple(slice(None) if a in present else None for a in range(len(layout.shape)))
+    return da.broadcast_to(values[index], layout.shape)
+
+
+def _as_transpose(layout: cv.Layout, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The axis order that makes ``layout`` a transpose of a contiguous ``shape``, if one does."""
+    if layout.offset or len(shape) != len(layout.shape) or len(shape) < 2 or 1 in shape:
+        return None
+    strides = cv.Layout.contiguous(shape).strides
+    where = {s: i for i, s in enumerate(strides)}
+    perm = tuple(where.get(s, -1) for s in layout.strides)
+    if sorted(perm) != list(range(len(shape))):
+        return None
+    if any(layout.shape[j] != shape[p] for j, p in enumerate(perm)):
+        return None
+    return perm
+
+
+def _slot_indices(layout: cv.Layout) -> _Array:
+    positions = np.full(layout.shape, layout.offset, dtype=np.int64)
+    for axis, (n, s) in enumerate(zip(layout.shape, layout.strides, strict=True)):
+        shape = [1] * len(layout.shape)
+        shape[axis] = n
+        positions = positions + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return positions
+
+
+class DaskStorage(cv.StorageProvider):
+    """Storage provider: a lazily zero-filled dask array per carrier, replaced on every write."""
+
+    def supports_dtype(self, dtype: cv.DType) -> bool:
+        return dtype in _STORABLE
+
+    def physical_size(self, size: int, dtype: cv.DType) -> int:
+        return size * np.dtype(dtype.numpy).itemsize
+
+    def allocate(self, size: int, dtype: cv.DType, **options: Any) -> Distributed:
+        if options:
+            msg = f"allocate on DaskCarrier: unexpected argument(s) {sorted(options)}"
+            raise TypeError(msg)
+        session = _cluster.session()
+        return Distributed(None, size, dtype, chunk_bytes((size,), dtype, session), session)
+
+    def release(self, handle: Distributed) -> None:
+        import dask.array as da
+
+        handle.base = da.zeros((0,), handle.dtype.numpy)  # drops the futures, freeing workers
+
+    def read(self, handle: Distributed, index: int) -> Any:
+        return compute("read", _flat(handle)[index], handle.session).item()
+
+    def write(self, handle: Distributed, index: int, value: Any) -> None:
+        flat = _flat(handle).copy()
+        flat[index] = np.asarray(value).astype(handle.dtype.numpy)
+        (handle.base,) = persist("write", [flat], handle.session)
+
+    def export_span(self, handle: Distributed, layout: cv.Layout, dtype: cv.DType) -> _Array:
+        return compute("export_span", logical(handle, layout), handle.session)
+
+    def import_span(
+        self, handle: Distributed, layout: cv.Layout, dtype: cv.DType, values: _Array
+    ) -> None:
+        values = np.asarray(values, dtype.numpy)
+        if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
+            handle.base, handle.limit = scatter(values, dtype, handle.session)
+            return
+        flat = _flat(handle).copy()
+        flat[_slot_indices(layout).reshape(-1)] = values.reshape(-1)
+        (handle.base,) = persist("import_span", [flat], handle.session)

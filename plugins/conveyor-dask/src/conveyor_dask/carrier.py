@@ -1,0 +1,141 @@
+"""DaskCarrier: tensors as chunked dask arrays persisted on a ``dask.distributed`` cluster.
+
+The carrier is an open, definition-backed sibling of ``conveyor.Carrier``: it writes no
+``Operation``. Its ``CarrierDefinition`` supplies storage (``_storage``: one persisted dask array
+per carrier), kernels (``_kernels``: every planned name as a dask graph over the reference
+kernels, with the plans it executes) and moves (``_routes``). Conveyor binds, plans, gates,
+validates and differentiates, so gradients come from the central VJPs and run on the cluster
+too. Results stay on the workers until something reads them (``numpy()``, ``item()``,
+``cv.move(t, "cpu")``). Dask itself is imported on first use, not when this module loads.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import conveyor as cv
+from conveyor.definitions import operation_definition
+from conveyor.policy import enumerate_plans
+from conveyor_dask import _cluster, _kernels, _routes, _storage
+from conveyor_generic import CPU, Generic
+
+__all__ = ["DaskCarrier"]
+
+
+class DaskCarrier(cv.Carrier):
+    """A carrier whose slots live on a Dask cluster; open, so others may build siblings on it.
+
+    With no configuration the first tensor starts an embedded ``LocalCluster`` on 127.0.0.1
+    (one worker process per core), closed at exit. ``CONVEYOR_DASK_SCHEDULER`` or
+    ``DaskCarrier.connect(address)`` uses an existing scheduler instead. Chunks are sized from
+    the data and the workers' memory limit; ``CONVEYOR_DASK_CHUNK`` (bytes, e.g. ``"64MiB"``)
+    overrides the limit, and ``repr`` shows both.
+    """
+
+    @staticmethod
+    def connect(address: str, *, timeout: float = 10.0) -> None:
+        """Compute on the scheduler at ``address`` (``tcp://host:port``) from now on.
+
+        ``timeout`` bounds, in seconds, how long the first connection may take.
+
+        Tensors made before keep their old cluster's data only while that cluster lives; an
+        embedded cluster Conveyor started is closed.
+
+        Raises:
+            ValueError: ``address`` is empty or not a string.
+            RuntimeError: no scheduler answers at ``address``.
+        """
+        _cluster.connect(address, timeout)
+
+    @staticmethod
+    def close() -> None:
+        """Disconnect (and stop the embedded cluster, if Conveyor started it); idempotent."""
+        _cluster.close()
+
+    @staticmethod
+    def dashboard_link() -> str | None:
+        """The dashboard of the cluster in use, or ``None`` when none is active."""
+        found = _cluster.active_session()
+        return found.dashboard if found is not None else None
+
+    def _handle(self) -> _storage.Distributed:
+        handle: _storage.Distributed = cv.storage_handle(self)
+        return handle
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The shape of the largest chunk of the stored array."""
+        return self._handle().chunks
+
+    @property
+    def chunk_limit(self) -> int:
+        """The byte limit chunks were sized under (``CONVEYOR_DASK_CHUNK`` when set)."""
+        return self._handle().limit
+
+    @property
+    def scheduler_address(self) -> str:
+        """The scheduler holding this carrier's data."""
+        return self._handle().session.address
+
+    def __repr__(self) -> str:
+        try:
+            handle = self._handle()
+        except (NotImplementedError, RuntimeError):
+            return "<DaskCarrier>"
+        from dask.utils import format_bytes
+
+        return (
+            f"<DaskCarrier size={handle.size} dtype={handle.dtype.name} chunks={handle.chunks} "
+            f"chunk_limit={format_bytes(handle.limit)} scheduler={handle.session.address}>"
+        )
+
+
+def _plans(name: str) -> tuple[cv.OperationPlan, ...]:
+    storable = _storage.DaskStorage().supports_dtype
+    return tuple(
+        plan
+        for plan in enumerate_plans(name)
+        if all(storable(o.dtype) for o in plan.operands if o.dtype is not None and not o.weak)
+        and all(storable(o.convert_to) for o in plan.operands if o.convert_to is not None)
+        and all(storable(out) for out in plan.outputs)
+    )
+
+
+def _kernel_provider() -> cv.KernelProvider:
+    # Only names with a central definition can dispatch; advertising others would be a lie.
+    patterns = [
+        cv.KernelPattern(operation=name, kernel=kernel, plans=_plans(name))
+        for name, kernel in _kernels.PLANNED.items()
+        if operation_definition(name) is not None and _plans(name)
+    ]
+    patterns += [
+        cv.KernelPattern(operation=name, kernel=_kernels.view)
+        for name in _kernels.VIEWS
+        if operation_definition(name) is not None
+    ]
+    return cv.KernelProvider(patterns)
+
+
+def _transfers() -> list[cv.TransferRoute]:
+    into, out = _routes.IntoDask(), _routes.OutOfDask()
+    routes = [
+        cv.TransferRoute(source=DaskCarrier, destination=DaskCarrier, provider=_routes.WithinDask())
+    ]
+    for other in (CPU, Generic):
+        routes.append(cv.TransferRoute(source=other, destination=DaskCarrier, provider=into))
+        routes.append(cv.TransferRoute(source=DaskCarrier, destination=other, provider=out))
+    try:
+        from conveyor_storage import FileBacked
+    except ImportError:  # conveyor-storage is optional: no file route without it
+        return routes
+    routes.append(
+        cv.TransferRoute(source=FileBacked, destination=DaskCarrier, provider=_routes.FromFile())
+    )
+    return routes
+
+
+STORAGE: Final = _storage.DaskStorage()
+cv.register_carrier_definition(
+    DaskCarrier,
+    cv.CarrierDefinition(storage=STORAGE, kernels=_kernel_provider(), transfers=_transfers()),
+)

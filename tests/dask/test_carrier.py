@@ -1,0 +1,220 @@
+"""DaskCarrier as a carrier: registration, storage on the cluster, chunking, repr and moves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+import conveyor as cv
+from conveyor import functional as F
+from conveyor_dask import DaskCarrier, _cluster
+from conveyor_generic import CPU, Generic
+from conveyor_storage import FileBacked
+
+
+def _handle(t: cv.Tensor) -> Any:
+    return cv.storage_handle(t.carrier)
+
+
+class TestNamedCarrier:
+    def test_tensor_with_the_dask_name_lives_on_the_cluster(self, client: Any) -> None:
+        """``cv.tensor(data, carrier="dask")`` stores the values as chunks on the workers."""
+        import distributed
+
+        t = cv.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=cv.float32, carrier="dask")
+        assert type(t.carrier) is DaskCarrier
+        futures = distributed.futures_of(_handle(t).base)
+        assert futures and all(f.status == "finished" for f in futures)
+        assert set(client.who_has(futures)) == {f.key for f in futures}
+        np.testing.assert_array_equal(t.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+
+    def test_public_name_is_exported(self) -> None:
+        """``DaskCarrier`` is the package's one public name."""
+        import conveyor_dask
+
+        assert conveyor_dask.__all__ == ["DaskCarrier"]
+
+    def test_carrier_is_open(self) -> None:
+        """Vendors may build on it: DaskCarrier is not closed."""
+        assert not cv.carrier.is_closed_carrier(DaskCarrier)
+
+    def test_bfloat16_storage_is_refused_before_allocation(self) -> None:
+        """A dtype the storage does not hold raises TypeError naming it and the carrier."""
+        with pytest.raises(TypeError, match=r"allocate on DaskCarrier: .* bfloat16"):
+            DaskCarrier.allocate(4, cv.bfloat16)
+
+
+class TestResults:
+    def test_result_stays_on_the_workers_until_read(self) -> None:
+        """An operation's result is persisted (finished futures), and reading computes it."""
+        import distributed
+
+        x = cv.tensor(np.arange(12.0).reshape(3, 4), carrier="dask")
+        y = F.add(x, x)
+        futures = distributed.futures_of(_handle(y).base)
+        assert futures and all(f.status == "finished" for f in futures)
+        np.testing.assert_array_equal(y.numpy(), 2 * np.arange(12.0).reshape(3, 4))
+        assert F.reduce_sum(y).item() == 132.0
+
+    def test_views_alias_the_distributed_storage(self) -> None:
+        """permute, reshape and broadcast_to share the carrier and read the right values."""
+        values = np.arange(24.0).reshape(2, 3, 4)
+        x = cv.tensor(values, carrier="dask")
+        p = F.permute(x, axes=(2, 0, 1))
+        assert p.carrier is x.carrier
+        np.testing.assert_array_equal(p.numpy(), values.transpose(2, 0, 1))
+        r = F.reshape(x, shape=(6, 4))
+        np.testing.assert_array_equal(r.numpy(), values.reshape(6, 4))
+        b = F.broadcast_to(cv.tensor(np.arange(4.0), carrier="dask"), shape=(3, 4))
+        np.testing.assert_array_equal(b.numpy(), np.broadcast_to(np.arange(4.0), (3, 4)))
+        np.testing.assert_array_equal(F.add(p, 1.0).numpy(), values.transpose(2, 0, 1) + 1)
+
+    def test_write_and_read_single_slots(self) -> None:
+        """``write`` replaces one slot on the cluster and bumps the version; ``read`` sees it."""
+        carrier = DaskCarrier.allocate(5, cv.int32)
+        before = carrier.version
+        carrier.write(3, 7)
+        assert carrier.read(3) == 7 and carrier.read(0) == 0
+        assert carrier.version == before + 1
+
+
+class TestChunks:
+    def test_repr_names_chunks_limit_and_scheduler(self, cluster: Any) -> None:
+        """``repr`` shows the chunk shape, the byte limit and the scheduler address."""
+        t = F.add(cv.tensor(np.zeros((8, 8)), carrier="dask"), 1.0)
+        text = repr(t.carrier)
+        assert "chunks=(8, 8)" in text and "chunk_limit=" in text
+        assert cluster.scheduler_address in text
+
+    def test_large_operands_are_split_across_workers(self) -> None:
+        """Chunks follow the operand size: a 4 MiB array gets several chunks, under the limit."""
+        t = cv.move(cv.tensor(np.ones((1024, 1024), np.float32)), DaskCarrier)
+        handle = _handle(t)
+        assert len(handle.base.chunks[0]) * len(handle.base.chunks[1]) > 1
+        assert np.prod(t.carrier.chunks) * 4 <= t.carrier.chunk_limit
+
+    def test_flat_data_takes_its_shape_on_first_use(self) -> None:
+        """Values that arrived flat are kept in the tensor's shape once a kernel reads them."""
+        t = cv.tensor(np.ones((64, 32), np.float32), carrier="dask")
+        assert _handle(t).base.ndim == 1
+        F.add(t, t)
+        assert _handle(t).base.shape == (64, 32)
+
+    def test_chunk_variable_overrides_the_limit(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``CONVEYOR_DASK_CHUNK`` sets the byte limit, and repr shows it."""
+        monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "64KiB")
+        t = cv.tensor(np.ones((256, 256), np.float64), carrier="dask")
+        assert t.carrier.chunk_limit == 64 * 1024
+        assert np.prod(t.carrier.chunks) * 8 <= 64 * 1024
+        assert "chunk_limit=64.00 kiB" in repr(t.carrier)
+        np.testing.assert_array_equal(F.reduce_sum(t).item(), 256 * 256)
+
+    def test_bad_chunk_variable_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A malformed ``CONVEYOR_DASK_CHUNK`` raises ValueError naming it, allocating nothing."""
+        monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "lots")
+        with pytest.raises(ValueError, match=r"CONVEYOR_DASK_CHUNK='lots' is not a positive"):
+            DaskCarrier.allocate(4, cv.float32)
+
+
+class TestMoves:
+    @pytest.mark.parametrize("other", [CPU, Generic])
+    def test_round_trip_keeps_values_shape_and_dtype(self, other: type) -> None:
+        """CPU/Generic -> Dask -> CPU/Generic copies the values exactly."""
+        values = np.arange(35, dtype=np.int16).reshape(5, 7)
+        source = cv.tensor(values, carrier=other)
+        there = cv.move(source, DaskCarrier)
+        assert type(there.carrier) is DaskCarrier and there.shape == (5, 7)
+        back = cv.move(there, other)
+        assert type(back.carrier) is other and back.dtype is cv.int16
+        np.testing.assert_array_equal(back.numpy(), values)
+
+    def test_move_of_a_view_copies_its_logical_values(self) -> None:
+        """Moving a permuted Dask view gives the permuted values, contiguous."""
+        values = np.arange(12.0).reshape(3, 4)
+        view = F.permute(cv.tensor(values, carrier="dask"), axes=(1, 0))
+        np.testing.assert_array_equal(cv.move(view, "cpu").numpy(), values.T)
+        same = cv.move(view, DaskCarrier)
+        assert same.carrier is not view.carrier
+        np.testing.assert_array_equal(same.numpy(), values.T)
+
+    def test_file_backed_moves_without_the_client(
+        self, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """FileBacked -> Dask: the workers read the file; this process never reads its values."""
+        values = np.arange(4096, dtype=np.float32).reshape(64, 64)
+        source = cv.move(cv.tensor(values, carrier="cpu"), FileBacked, directory=str(tmp_path))
+
+        def refuse(*args: Any) -> None:
+            raise AssertionError("the client read the file")
+
+        monkeypatch.setattr(FileBacked, "export_span", refuse)
+        monkeypatch.setattr(FileBacked, "read", refuse)
+        there = cv.move(source, DaskCarrier)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(there.numpy(), values)
+        assert F.reduce_sum(there).item() == float(values.sum())
+
+
+class TestEmbeddedDefault:
+    def test_first_use_starts_and_closes_a_local_cluster(self, tmp_path: Any) -> None:
+        """With no configuration a program computes on an embedded cluster and exits cleanly."""
+        script = tmp_path / "program.py"
+        script.write_text(
+            textwrap.dedent(
+                """
+                import conveyor as cv
+                from conveyor_dask import DaskCarrier
+
+                if __name__ == "__main__":
+                    t = cv.tensor([1.0, 2.0, 3.0], carrier="dask")
+                    print(cv.functional.reduce_sum(t).item())
+                    print(DaskCarrier.dashboard_link() is not None, t.carrier.scheduler_address)
+                """
+            )
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        first, second = done.stdout.splitlines()[:2]
+        assert first == "6.0"
+        assert second.startswith("True tcp://127.0.0.1:")
+
+
+class TestProgress:
+    def test_long_computation_reports_through_cv_progress(self) -> None:
+        """Inside ``cv.progress`` a Dask operation reports (done, total) tasks, ending complete."""
+        heard: list[tuple[int, int, str]] = []
+        x = cv.move(cv.tensor(np.ones((512, 512))), DaskCarrier)
+        with cv.progress(lambda done, total, label: heard.append((done, total, label))):
+            total = F.reduce_sum(F.mul(x, x)).item()
+        assert total == 512 * 512
+        reduction = [(d, t) for d, t, label in heard if label == "reduce_sum on DaskCarrier"]
+        assert reduction, heard
+        done, last_total = reduction[-1]
+        assert done == last_total >= 1
+        assert all(d <= t for d, t, _ in heard)
+        assert heard[-1][2] == "export_span on DaskCarrier"  # item() reads, and reports too
+
+    def test_nobody_listening_starts_no_feed(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without an active ``cv.progress`` block no progress feed is opened."""
+        import distributed.diagnostics.progressbar as bars
+
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("a progress feed was opened")
+
+        monkeypatch.setattr(bars.ProgressBar, "__init__", refuse)
+        x = cv.tensor(np.ones(16), carrier="dask")
+        assert F.reduce_sum(x).item() == 16.0
