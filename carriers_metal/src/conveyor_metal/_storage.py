@@ -50,8 +50,9 @@ def _numpy(values: torch.Tensor, dtype: cv.DType) -> np.ndarray[Any, Any]:
 
     host = values.detach().to("cpu")
     if dtype.name == "bfloat16":
-        return host.view(torch.int16).numpy().view(dtype.numpy)
-    return host.numpy()
+        host = host.view(torch.int16)
+    array: np.ndarray[Any, Any] = host.numpy()
+    return array.view(dtype.numpy) if dtype.name == "bfloat16" else array
 
 
 def _tensor(values: np.ndarray[Any, Any], dtype: cv.DType) -> torch.Tensor:
