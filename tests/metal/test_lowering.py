@@ -32,6 +32,7 @@ _ELEMENT = {
     "int": torch.int32,
     "long": torch.int64,
     "bool": torch.bool,
+    "char": torch.bool,  # TileLang's Metal codegen declares bool buffers as char
 }
 _MAX_THREADS = re.compile(r"max_total_threads_per_threadgroup\((\d+)\)")
 
