@@ -49,6 +49,22 @@ class TestQuickDemo:
         assert shm["second_process_exit"] == 0
         assert shm["identical"]
 
+    def test_out_of_core_is_correct_within_the_budget(
+        self, demo: tuple[dict[str, Any], Path]
+    ) -> None:
+        """The tiled reduction and product are exact and never held more than the budget."""
+        ooc = demo[0]["out_of_core"]
+        assert ooc["bytes"] > 2 * ooc["budget_bytes"]  # several times the budget
+        assert ooc["sum"] == ooc["expected_sum"]
+        assert ooc["matmul_max_error"] < 1e-3
+        assert 0 < ooc["peak_resident_bytes"] <= ooc["budget_bytes"] + ooc["tile_bytes"]
+        assert ooc["within_budget"]
+
+    def test_dask_sibling_agrees(self, demo: tuple[dict[str, Any], Path]) -> None:
+        """The Dask carrier's local cluster computes CPU's logits within float32 rounding."""
+        dask = demo[0]["siblings"]["dask"]
+        assert dask["agrees"], dask
+
     def test_plugins_are_listed(self, demo: tuple[dict[str, Any], Path]) -> None:
         """The plugin step lists the shipped plugins, loaded."""
         states = {p["name"]: p["state"] for p in demo[0]["plugins"]}
@@ -100,4 +116,5 @@ def test_json_flag_prints_only_the_summary(tmp_path: Path) -> None:
     )
     summary = json.loads(done.stdout)
     assert summary["quick"] is True
+    assert summary["problems"] == []  # and so the status was 0 (check=True)
     assert (tmp_path / "summary.json").exists()

@@ -272,7 +272,7 @@ class TestDoctorCommand:
         with warnings.catch_warnings():
             warnings.simplefilter("error", PluginConflictWarning)
             status, out, _ = _run(capsys, "doctor")
-        assert status == 0
+        assert status == 1  # problems found
         assert out.startswith("conveyor-core 0.1.0 (Python ")
         assert "numpy " in out.splitlines()[0]
         assert "strict plugin mode: off" in out
@@ -296,7 +296,7 @@ class TestDoctorCommand:
         _use(mixed.host())
         status, out, _ = _run(capsys, "doctor", "--json")
         report: dict[str, Any] = json.loads(out)
-        assert status == 0
+        assert status == 1  # the broken plugin is a problem found
         assert report["conveyor_core"] == "0.1.0"
         assert report["python"] == ".".join(map(str, sys.version_info[:3]))
         assert report["strict"] is False
@@ -371,3 +371,49 @@ class TestEntryPoint:
         )
         assert missing.returncode == 2
         assert "required: COMMAND" in missing.stderr
+
+    def test_python_dash_m_conveyor_runs_the_command(self) -> None:
+        """``python -m conveyor`` is the same command."""
+        done = subprocess.run(
+            [sys.executable, "-m", "conveyor", "--help"], capture_output=True, text=True
+        )
+        assert done.returncode == 0
+        assert "exit status: 0 ok, 1 problems found, 2 usage" in done.stdout
+
+    def test_version_flag_prints_the_core_release(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``conveyor --version`` prints the installed conveyor-core release and exits 0."""
+        with pytest.raises(SystemExit) as exited:
+            main(["--version"])
+        assert exited.value.code == 0
+        assert capsys.readouterr().out == "conveyor 0.1.0\n"
+
+    def test_closed_pipe_ends_quietly(self) -> None:
+        """``conveyor plugins --json | head -1``: no BrokenPipeError traceback, status 0."""
+        done = subprocess.run(
+            f"{sys.executable} -m conveyor plugins --json | head -c 1",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.stdout == "{"
+        assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+class TestTerminalWidth:
+    def test_tables_fit_the_terminal_unless_wide(
+        self,
+        plugin_env: PluginEnvironment,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A long error is shortened with an ellipsis to fit 80 columns; --wide keeps it all."""
+        plugin_env.plugin("bad", "raise ValueError('" + "x" * 150 + "')")
+        _use(plugin_env.host())
+        monkeypatch.setenv("COLUMNS", "80")
+        _, fitted, _ = _run(capsys, "plugins")
+        table_lines = fitted.split("\n\n")[0].splitlines()
+        assert max(map(len, table_lines)) <= 80
+        assert "…" in fitted
+        _, wide, _ = _run(capsys, "plugins", "--wide")
+        assert "x" * 150 in wide

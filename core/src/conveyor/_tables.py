@@ -2,12 +2,15 @@
 
 Columns are left-aligned and separated by two spaces. When the table is wider than the terminal,
 the widest cells are shortened with an ellipsis until it fits (``wide=True`` keeps every
-character, for ``--wide``). Nothing here imports beyond the standard library.
+character, for ``--wide``). Output that goes to a pipe or a file is not shortened, as ``ls`` and
+``git`` do, unless ``COLUMNS`` sets a width. Nothing here imports beyond the standard library.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from collections.abc import Iterable, Sequence
 
 __all__ = ["table", "terminal_width"]
@@ -16,9 +19,11 @@ _ELLIPSIS = "…"
 _MIN_COLUMN = 8  # a column is never shortened below this many characters
 
 
-def terminal_width() -> int:
-    """The terminal's width in characters (80 when output is not a terminal)."""
-    return shutil.get_terminal_size((80, 24)).columns
+def terminal_width() -> int | None:
+    """The width to fit: ``COLUMNS``, else the terminal's; ``None`` for a pipe or a file."""
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def _fit(widths: list[int], limit: int) -> list[int]:
@@ -46,8 +51,9 @@ def table(
     """Format ``rows`` under ``headers``; the last column is not padded."""
     cells = [[str(h) for h in headers], *([str(c) for c in row] for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    if not wide:
-        widths = _fit(widths, terminal_width() if width is None else width)
+    limit = terminal_width() if width is None else width
+    if not wide and limit is not None:
+        widths = _fit(widths, limit)
     lines = []
     for row in cells:
         fitted = [_cut(cell, w) for cell, w in zip(row, widths, strict=True)]

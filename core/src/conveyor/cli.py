@@ -1,10 +1,13 @@
 """The ``conveyor`` command: list plugins and carriers, and diagnose an installation.
 
-Every subcommand prints an aligned table for people and, with ``--json``, one JSON document for
-machines. They work when plugins are broken (that is when they are needed most); the exit status
-is 0 unless a plugin failed while strict mode (``CONVEYOR_STRICT_PLUGINS=1``) is on, and 2 for
-a usage or configuration error. Core modules beyond the plugin host are imported inside the
-commands that read them, so each command pays only for what it shows.
+Every subcommand prints tables that fit the terminal for people (``--wide`` keeps every
+character) and, with ``--json``, one JSON document for machines. They work when plugins are
+broken (that is when they are needed most). Exit status: 0 when all is well; 1 when problems
+were found (``doctor`` reported a warning, or a plugin failed while strict mode,
+``CONVEYOR_STRICT_PLUGINS=1``, is on); 2 for a usage or configuration error. A reader that
+closes the pipe early (``conveyor plugins --json | head``) ends the command quietly, status 0.
+Core modules beyond the plugin host are imported inside the commands that read them, so each
+command pays only for what it shows.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from conveyor import plugins
+from conveyor._tables import table
 from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, PluginState
 
 if TYPE_CHECKING:
@@ -56,15 +60,12 @@ def _doctor_sections() -> dict[str, dict[str, str]]:
     return found
 
 
+# ``--wide`` of the running command: tables keep every character instead of fitting the terminal.
+_WIDE: dict[str, bool] = {"wide": False}
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
-    cells = [[str(h) for h in headers], *([str(c) for c in row] for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = []
-    for row in cells:
-        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
-        lines.append("  ".join([*padded, row[-1]]).rstrip())
-    return "\n".join(lines)
+    return table(headers, rows, wide=_WIDE["wide"])
 
 
 def _emit(document: object) -> None:
@@ -411,7 +412,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     }
     if args.json:
         _emit(report)
-        return _exit_status(host, records)
+        return 1 if report["warnings"] else _exit_status(host, records)
     versions = ", ".join(
         f"{label} {report[key] or 'not installed'}"
         for label, key in (("Python", "python"), ("numpy", "numpy"), ("pluggy", "pluggy"))
@@ -442,7 +443,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             print(f"  - {warning['problem']}\n    fix: {warning['fix']}")
     else:
         print("\nno problems found")
-    return _exit_status(host, records)
+    return 1 if report["warnings"] else _exit_status(host, records)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -458,13 +459,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     summary = run_demo(options)
     if args.json:
         _emit(summary)
-    return 0
+    return 1 if summary["problems"] else 0
 
 
 def _parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("conveyor-core")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        release = "unknown"
     parser = argparse.ArgumentParser(
-        prog="conveyor", description="Inspect Conveyor's plugins and carriers."
+        prog="conveyor",
+        description="Inspect Conveyor's plugins and carriers, and run the demo.",
+        epilog="exit status: 0 ok, 1 problems found, 2 usage or configuration error",
     )
+    parser.add_argument("--version", action="version", version=f"conveyor {release}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     specs: tuple[tuple[str, str, _Command], ...] = (
         ("plugins", "list discovered plugins and their states", _cmd_plugins),
@@ -475,6 +485,9 @@ def _parser() -> argparse.ArgumentParser:
     for name, summary, command in specs:
         sub = commands.add_parser(name, help=summary, description=summary)
         sub.add_argument("--json", action="store_true", help="print one JSON document")
+        sub.add_argument(
+            "--wide", action="store_true", help="never shorten table cells to fit the terminal"
+        )
         sub.set_defaults(command=command)
         if name == "carriers":
             sub.add_argument(
@@ -503,11 +516,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:  # a malformed CONVEYOR_* variable, named by exc
         print(f"conveyor: {exc}", file=sys.stderr)
         return 2
-    with warnings.catch_warnings():
-        # The commands report conflicts themselves, with the fix; a Python warning on stderr
-        # pointing into the host would only repeat it less readably.
-        warnings.simplefilter("ignore", PluginConflictWarning)
-        return command(args)
+    _WIDE["wide"] = args.wide
+    try:
+        with warnings.catch_warnings():
+            # The commands report conflicts themselves, with the fix; a Python warning on
+            # stderr pointing into the host would only repeat it less readably.
+            warnings.simplefilter("ignore", PluginConflictWarning)
+            status = command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`| head`): point stdout at /dev/null so the interpreter's own flush
+        # at exit does not fail again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return status
 
 
 if __name__ == "__main__":

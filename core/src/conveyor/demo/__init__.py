@@ -190,7 +190,13 @@ def _siblings_step(story: _Story, data: Any, weights: Any) -> dict[str, Any]:
         if "skipped" in outcome:
             story.say(f"   {name}: skipped, {outcome['skipped']}; {outcome['fix']}")
         else:
-            verdict = "identical to CPU" if outcome["identical"] else "DIFFERENT from CPU"
+            verdict = (
+                "identical to CPU"
+                if outcome["identical"]
+                else "equal to CPU within float32 rounding"
+                if outcome["agrees"]
+                else "DIFFERENT from CPU"
+            )
             story.say(
                 f"   {name}: {verdict} (max |difference| {outcome['max_abs_difference']:.3g})"
             )
@@ -221,7 +227,11 @@ def _summary_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         ),
         (
             "out of core",
-            _verdict(ooc, "within_budget"),
+            "skipped"
+            if "skipped" in ooc
+            else _verdict(ooc, "within_budget")
+            if ooc["correct"]
+            else "FAILED",
             "-"
             if "skipped" in ooc
             else f"{ooc['throughput_mb_s']:.0f} MB/s, peak {ooc['peak_resident_bytes'] >> 20} MiB"
@@ -231,7 +241,7 @@ def _summary_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
     for name, outcome in summary["siblings"].items():
         detail = outcome.get("fix", f"max |difference| {outcome.get('max_abs_difference', 0):.3g}")
-        rows.append((f"{name} carrier", _verdict(outcome, "identical"), detail))
+        rows.append((f"{name} carrier", _verdict(outcome, "agrees"), detail))
     return rows
 
 
@@ -251,7 +261,9 @@ def run_demo(options: DemoOptions, stream: TextIO = sys.stdout) -> dict[str, Any
     story.say("\n6. Report")
     plot = _report.write_plot(results, options.output)
     summary["files"] = {"summary": str(options.output / "summary.json"), "plot": str(plot)}
+    rows = _summary_rows(summary)
+    summary["problems"] = [step for step, result, _ in rows if result == "FAILED"]
     _report.write_summary(summary, options.output)
-    story.say(table(("step", "result", "figures"), _summary_rows(summary)))
+    story.say(table(("step", "result", "figures"), rows))
     story.say(f"\n{summary['seconds']:.0f} s; report in {options.output}/ (summary.json, loss.png)")
     return summary
