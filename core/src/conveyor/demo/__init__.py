@@ -151,7 +151,8 @@ def _out_of_core_step(story: _Story, options: DemoOptions) -> dict[str, Any]:
         story.say(
             f"   sum {figures['sum']:.6g} (exact: {figures['expected_sum']:.6g}); "
             f"streamed at {figures['throughput_mb_s']:.0f} MB/s beside {figures['disk_mb_s']:.0f} "
-            f"MB/s for a raw sequential read of the same file (same page cache); peak resident {figures['peak_resident_bytes'] / _MIB:.1f} MiB of "
+            f"MB/s for a raw sequential read of the same file (same page cache);\n"
+            f"   peak resident {figures['peak_resident_bytes'] / _MIB:.1f} MiB of "
             f"{budget / _MIB:.0f} MiB"
         )
     return figures
