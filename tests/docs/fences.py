@@ -4,14 +4,19 @@ A fence opens with three or more backticks or tildes (indented up to three space
 list item) followed by an info string, and closes with a run of the same character at least as
 long with nothing after it, as CommonMark says. The opening fence's indentation is removed from
 the body's lines. A fence still open at the end of the page runs to the end, as in CommonMark.
+``escapes`` is the labelling rule: Python hidden from a collector of ``python`` fences.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+_ALIASES = frozenset({"py", "py3", "python3", "pycon", "ipython", "ipython3"})
+_PROMPT = re.compile(r"^\s*>>>( |$)", re.MULTILINE)
+_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 
 
@@ -63,3 +68,22 @@ def _dedent(line: str, indent: int) -> str:
     """``line`` without up to ``indent`` leading spaces (the opening fence's indentation)."""
     stripped = len(line) - len(line.lstrip(" "))
     return line[min(stripped, indent) :]
+
+
+def escapes(block: Block) -> str | None:
+    """Why ``block`` holds Python that collecting ``python`` fences would miss, or None."""
+    if block.language == "python":
+        return None
+    if block.language == "":
+        return "an unlabelled fence; label it (python, text, console, toml, ...)"
+    if block.language in _ALIASES:
+        return f"labelled {block.language!r}; Python blocks are labelled 'python' and run as tests"
+    if _PROMPT.search(block.body):
+        return "a '>>>' prompt in a non-python block; write a python block with asserts"
+    try:
+        tree = ast.parse(block.body)
+    except SyntaxError:
+        return None
+    if any(isinstance(node, _STATEMENTS) for node in tree.body):
+        return f"Python code labelled {block.language!r}; label it 'python' so it runs"
+    return None

@@ -25,22 +25,18 @@ written on), and no page names a design note a clone does not have.
 
 from __future__ import annotations
 
-import ast
-import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .fences import Block, blocks
+from .fences import Block, blocks, escapes
+from .run_blocks import run_page
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
 TIMEOUT_S = 40
-RUNNER = Path(__file__).with_name("run_blocks.py")
 
 # page -> (the test module that runs its blocks, the "## " section it covers or "" for all).
 DEDICATED_RUNNERS: dict[str, tuple[str, str]] = {
@@ -49,8 +45,6 @@ DEDICATED_RUNNERS: dict[str, tuple[str, str]] = {
     "docs/dask.md": ("tests/dask/test_docs.py", ""),
     "docs/numpy-users.md": ("tests/core/test_numpy_users_doc.py", ""),
 }
-_ALIASES = {"py", "py3", "python3", "pycon", "ipython", "ipython3"}
-_PROMPT = re.compile(r"^\s*>>>( |$)", re.MULTILINE)
 # Split so that this file does not cite what it forbids.
 _OUTSIDE = re.compile(
     r"\.\./shared\b|(?<![\w.])/" + r"work(?:/|\b)|\bshared/(?:DESIGN|STYLE|spec)\b"
@@ -87,72 +81,18 @@ def _page_params() -> list[object]:
     return params
 
 
-def _environment(tmp_path: Path) -> dict[str, str]:
-    """The user's default environment (no CONVEYOR_* variable, no PYTHONPATH), temp files kept
-    under the test's own folder."""
-    kept = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.upper().startswith("CONVEYOR_") and k not in {"PYTHONPATH", "TMPDIR"}
-    }
-    return {**kept, "TMPDIR": str(tmp_path)}
-
-
 @pytest.mark.parametrize("page", _page_params())
 def test_python_blocks_run(page: str, tmp_path: Path) -> None:
     """The page's python blocks run in order, in one namespace, in a fresh temporary folder."""
-    request = {
-        "page": page,
-        "path": str(ROOT / page),
-        "blocks": [[b.first_body_line, b.body] for b in _collected(page)],
-    }
-    try:
-        done = subprocess.run(
-            [sys.executable, str(RUNNER)],
-            input=json.dumps(request),
-            cwd=tmp_path,
-            env=_environment(tmp_path),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as expired:
-        err = expired.stderr or b""
-        text = err.decode() if isinstance(err, bytes) else err
-        started = re.findall(r"^# block at line (\d+)$", text, flags=re.MULTILINE)
-        where = f"block at line {started[-1]}" if started else "before the first block"
-        pytest.fail(f"{page}, {where}: did not finish within {TIMEOUT_S} s", pytrace=False)
-    if done.returncode != 0:
-        report = "\n".join(
-            line for line in done.stderr.splitlines() if not line.startswith("# block at")
-        )
-        pytest.fail(report or f"{page}: runner exited {done.returncode}", pytrace=False)
-
-
-def _escapes(block: Block) -> str | None:
-    """Why ``block`` holds Python that collection would miss, or None."""
-    if block.language == "python":
-        return None
-    if block.language == "":
-        return "an unlabelled fence; label it (python, text, console, toml, ...)"
-    if block.language in _ALIASES:
-        return f"labelled {block.language!r}; Python blocks are labelled 'python' and run as tests"
-    if _PROMPT.search(block.body):
-        return "a '>>>' prompt in a non-python block; write a python block with asserts"
-    try:
-        tree = ast.parse(block.body)
-    except SyntaxError:
-        return None
-    statements = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    if any(isinstance(node, statements) for node in tree.body):
-        return f"Python code labelled {block.language!r}; label it 'python' so it runs"
-    return None
+    failure = run_page(page, ROOT / page, _collected(page), tmp_path, TIMEOUT_S)
+    if failure:
+        pytest.fail(failure, pytrace=False)
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_no_python_escapes_collection(page: str) -> None:
     """Every fence is labelled, and Python is labelled ``python`` (see the module docstring)."""
-    found = [f"{page}:{b.line}: {why}" for b in blocks(ROOT, page) if (why := _escapes(b))]
+    found = [f"{page}:{b.line}: {why}" for b in blocks(ROOT, page) if (why := escapes(b))]
     assert not found, "\n".join(found)
 
 
