@@ -2,8 +2,8 @@
 
 ``run_page`` (the parent side) starts this file as a script in a given folder, under a timeout.
 
-As a script it reads ``{"page": ..., "path": ..., "blocks": [[first_body_line, code], ...]}`` as JSON on stdin.
-Each block is compiled under the page's own path, shifted to its real line numbers, so a
+As a script it reads ``{"page", "path", "blocks": [[first_body_line, code], ...]}`` as JSON on
+stdin. Each block is compiled under the page's own path, shifted to its real line numbers, so a
 traceback points into the Markdown page. Before each block a ``# block at line N`` marker goes
 to stderr (the parent names the block that was running when a timeout struck). On the first
 exception it prints ``<page>, block at line N: <Type>: <message>`` and the traceback, exit 1.
