@@ -117,7 +117,8 @@ def stream_reduce_and_scale(
         "disk_mb_s": disk / 1e6,
         "peak_resident_bytes": int(tiled.peak_resident_bytes),
     }
-    figures["within_budget"] = figures["peak_resident_bytes"] <= budget
+    # The carrier's promise: the budget of resident tiles plus one tile of work space.
+    figures["within_budget"] = figures["peak_resident_bytes"] <= budget + figures["tile_bytes"]
     figures["correct"] = figures["sum"] == figures["expected_sum"] and bool(
         figures["matmul_max_error"] < 1e-3
     )
