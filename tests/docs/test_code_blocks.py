@@ -6,7 +6,9 @@ every ``docs/*.md`` page. One test per page: its blocks run in page order in one
 whose working directory is a fresh temporary folder, under a timeout. A block is a plain script:
 it proves its claims with ``assert`` (``>>>`` sessions are not supported). The test id names the
 page and the first line of each block; a failure names the page, the block's line and the
-exception, with the traceback pointing into the page.
+exception, with the traceback pointing into the page. Examples use no fixed absolute path
+(``/data``, ``/tmp/disk.img``): they write under ``tempfile``'s folder, which the test points
+into its own temporary folder.
 
 Pages, or sections of a page, that already have a dedicated runner (``DEDICATED_RUNNERS``) are
 not collected here, so no block runs twice; a test checks every such runner still exists and
@@ -25,6 +27,7 @@ written on), and no page names a design note a clone does not have.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from pathlib import Path
@@ -87,6 +90,24 @@ def test_python_blocks_run(page: str, tmp_path: Path) -> None:
     failure = run_page(page, ROOT / page, _collected(page), tmp_path, TIMEOUT_S)
     if failure:
         pytest.fail(failure, pytrace=False)
+
+
+_ABSOLUTE = re.compile(r"^/[\w.-]+(?:/|$)")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_examples_use_no_fixed_absolute_path(page: str) -> None:
+    """Examples write under a temporary folder (``tempfile``), never at a fixed path like /data."""
+    found = [
+        f"{page}:{b.first_body_line + node.lineno - 1}: {node.value!r}"
+        for b in blocks(ROOT, page)
+        if b.language == "python"
+        for node in ast.walk(ast.parse(b.body))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and _ABSOLUTE.match(node.value)
+    ]
+    assert not found, "fixed absolute paths in examples:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("page", PAGES)
