@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -217,7 +217,7 @@ def train_torch(data: Digits, epochs: int, progress: Callable[[int], None]) -> T
         w1, b1, w2, b2 = params
         out = torch.relu(torch.from_numpy(x) @ w1 + b1) @ w2 + b2
         loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(labels))
-        loss.backward()
+        cast(Any, loss).backward()  # Any: torch leaves backward unannotated
         with torch.no_grad():
             for p in params:
                 assert p.grad is not None
