@@ -103,6 +103,59 @@ def tiny() -> None:
     row("tiny add (8 f32)", ours, "torch", per_call(lambda: ta + tb, 20000), ">= 0.67x")
     row("tiny add, grad tracked", ours_grad, "torch", per_call(lambda: tg + tb, 20000), ">= 0.67x")
     row("tiny (a+b).sum().backward()", ours_step, "torch", per_call(torch_step, 2000), "> 1x")
+    for name, view, peer in (
+        ("reshape", lambda: a.reshape(2, 4), lambda: ta.reshape(2, 4)),
+        ("unsqueeze", lambda: a.unsqueeze(0), lambda: ta.unsqueeze(0)),
+        ("broadcast_to", lambda: a.broadcast_to((3, 8)), lambda: ta.broadcast_to((3, 8))),
+    ):
+        row(
+            f"view {name} (8 f32)",
+            per_call(view, 20000),
+            "torch",
+            per_call(peer, 20000),
+            "<= 1.5 us",
+        )
+
+
+def python_calls() -> None:
+    """Python-level calls of one steady-state tiny add (sys.setprofile; C calls not counted)."""
+    a = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU)
+    b = cv.tensor(np.ones(8, np.float32), carrier=CPU)
+    for _ in range(3):
+        a + b
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    a + b
+    sys.setprofile(None)
+    print(f"steady-state tiny add: {len(calls)} Python-level calls ({', '.join(calls)})")
+
+
+def sizes() -> None:
+    """Elementwise add by size against np.add allocating (the per-call cost that remains)."""
+    rng = np.random.default_rng(4)
+    for n in (1024, 64 * 1024, 1024 * 1024):
+        x = rng.standard_normal(n).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        a, b = cv.tensor(x, carrier=CPU), cv.tensor(y, carrier=CPU)
+        calls = max(20, 2_000_000 // n)
+        ours = per_call(lambda: a + b, calls)  # noqa: B023  # timed before the next round
+        theirs = per_call(lambda: np.add(x, y), calls)  # noqa: B023
+        row(f"add {n} f32", ours, "np.add", theirs, ">= 0.83x from 64K")
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    y = rng.standard_normal(64).astype(np.float32)
+    a, b = cv.tensor(x, carrier=CPU), cv.tensor(y, carrier=CPU)
+    row(
+        "broadcast add 64x64 + 64",
+        per_call(lambda: a + b, 5000),
+        "np.add",
+        per_call(lambda: np.add(x, y), 5000),
+        "info",
+    )
 
 
 def _split(n: int) -> list[slice]:
@@ -285,7 +338,8 @@ def mlp() -> None:
 def main() -> None:
     peers = f"numpy {np.__version__}, " + (f"torch {torch.__version__}" if torch else "no torch")
     print(f"conveyor CPU benchmark: {THREADS} cores, {peers}, python {sys.version.split()[0]}")
-    for part in (tiny, bandwidth, contractions, sorting, mlp):
+    python_calls()
+    for part in (tiny, sizes, bandwidth, contractions, sorting, mlp):
         part()
     headers = ("workload", "conveyor", "peer", "peer time", "ratio", "goal / notes")
     widths = [max(len(r[i]) for r in (headers, *ROWS)) for i in range(len(headers))]

@@ -140,9 +140,9 @@ def main() -> None:
 
         row(
             f"matmul {N}^2 float64",
-            best(conveyor_matmul, client, 3),
-            best_local(lambda: a @ a, 3),
-            best(dask_matmul, client, 3),
+            best(conveyor_matmul, client, 2),
+            best_local(lambda: a @ a, 2),
+            best(dask_matmul, client, 2),
         )
 
         # A different scalar per call, so no call is answered from a previous result.

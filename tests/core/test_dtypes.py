@@ -235,7 +235,8 @@ ARRAY_API_SAME_KIND = _table(
     """
 )
 
-# Pairs the standard does not cover, decided by DESIGN.md §3.2 (and PyTorch for float16/bfloat16).
+# Pairs the standard does not cover, decided by our design (docs/dtype-policy.md; PyTorch for
+# float16/bfloat16).
 DESIGN_EXTRAS = _table(
     """
     float16 float16 -> float16

@@ -156,13 +156,13 @@ class TestArrayFunction:
         assert np.allclose(t, t) is True
 
     def test_unhandled_function_raises_type_error(self, carrier: str) -> None:
-        """A function without an equivalent (np.fft.fft, np.linalg.inv) raises TypeError."""
+        """A function without an equivalent (np.linalg.svd, np.gradient) raises TypeError."""
         t = cv.tensor(np.eye(2), carrier=carrier)
 
         with pytest.raises(TypeError, match="no implementation found"):
-            np.fft.fft(t)
+            np.linalg.svd(t)
         with pytest.raises(TypeError, match="no implementation found"):
-            np.linalg.inv(t)
+            np.gradient(t)
 
     def test_numpy_only_arguments_raise_type_error(self, carrier: str) -> None:
         """Arguments the adapter does not take (out=, dtype=) make NumPy raise TypeError."""
@@ -172,8 +172,35 @@ class TestArrayFunction:
             np.sum(t, dtype=np.float64)
 
     def test_every_handled_function_is_public_numpy(self) -> None:
-        """The table's keys are NumPy's public functions."""
-        assert all(getattr(np, f.__name__, None) is f for f in handled_functions())
+        """The table's keys are NumPy's public functions (numpy, numpy.fft, numpy.linalg)."""
+        public = [np, np.fft, np.linalg]
+
+        assert all(
+            any(getattr(m, f.__name__, None) is f for m in public) for f in handled_functions()
+        )
+
+    def test_fft_and_linalg_functions(self, carrier: str) -> None:
+        """np.fft and np.linalg functions with an equivalent return tensors equal to NumPy's."""
+        values = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+        t = cv.tensor(values, cv.float64, carrier)
+
+        cases = [
+            (np.fft.fft, (t,), {"norm": "ortho"}),
+            (np.fft.rfft, (t,), {"n": 4}),
+            (np.fft.irfft, (np.fft.rfft(t),), {}),
+            (np.fft.fftn, (t,), {}),
+            (np.linalg.inv, (t,), {}),
+            (np.linalg.det, (t,), {}),
+            (np.linalg.solve, (t, t[:, 0]), {}),
+            (np.linalg.cholesky, (t,), {}),
+        ]
+        for function, args, kwargs in cases:
+            got = function(*args, **kwargs)
+            host = [a.numpy() for a in args]
+            assert isinstance(got, cv.Tensor)
+            np.testing.assert_allclose(
+                got.numpy(), function(*host, **kwargs), rtol=1e-10, atol=1e-12
+            )
 
 
 class TestInterchange:

@@ -1107,7 +1107,7 @@ def _is(kind: str) -> Callable[[Any], bool]:
     return lambda d: isinstance(d, dt.DType) and d.kind == kind
 
 
-# Tensor-tensor promotion (DESIGN §3.2). The test fails on any difference not listed here.
+# Tensor-tensor promotion (docs/dtype-policy.md). The test fails on any difference not listed here.
 ADD_DIFFERENCES = (
     Difference(
         applies=lambda a, b: (
@@ -1115,7 +1115,7 @@ ADD_DIFFERENCES = (
             or {a.kind, b.kind} == {"unsigned_integer", "floating"}
         ),
         ours=_pick(_is("floating")),
-        reason="integer with float gives the float operand's dtype (DESIGN §3.2, PyTorch); "
+        reason="integer with float gives the float operand's dtype (our design, as PyTorch); "
         "NumPy widens to a float holding the integer range (int32 + float16 -> float64), and "
         "ml_dtypes gives bfloat16 no common type with int16 or wider",
     ),
@@ -1147,7 +1147,7 @@ WEAK_DIFFERENCES = (
         applies=lambda t, s: (t.is_integer or t.is_bool) and type(s) is float,
         ours=lambda t, s: dt.float32,
         reason="an integer or bool tensor with a float scalar gives the default float dtype, "
-        "float32 (DESIGN §3.2, PyTorch); NumPy's default float is float64",
+        "float32 (our design, as PyTorch); NumPy's default float is float64",
     ),
     Difference(
         applies=lambda t, s: (t.is_integer or t.is_bool) and type(s) is complex,

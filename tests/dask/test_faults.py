@@ -20,6 +20,13 @@ from conveyor_storage import FileBacked
 _DEADLINE_S = 120
 
 
+def _failing_block(*blocks: Any, **kwargs: Any) -> Any:
+    """A block function that fails on the worker the way a reference kernel refuses."""
+    from conveyor_generic.kernels import KernelValueError
+
+    raise KernelValueError("injected failure")
+
+
 def _run_while_killing(client: Any, work: Any) -> tuple[Any, str | None]:
     """Run ``work()`` in a thread and SIGKILL one worker process once tasks are running.
 
@@ -129,8 +136,7 @@ class TestTaskErrors:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A kernel failing on a worker publishes nothing: allocated results are released."""
-        from conveyor_dask import _storage
-        from conveyor_generic import kernels
+        from conveyor_dask import _kernels, _storage
 
         released: list[Any] = []
         original = _storage.DaskStorage.release
@@ -139,12 +145,10 @@ class TestTaskErrors:
             released.append(handle)
             original(self, handle)
 
-        def boom(*args: Any) -> Any:
-            raise kernels.KernelValueError("injected failure")
-
         x = cv.tensor(np.arange(4.0), carrier="dask")
         monkeypatch.setattr(_storage.DaskStorage, "release", spy)
-        monkeypatch.setitem(kernels.KERNELS, "relu", boom)
+        # The graph names its block function by reference, so the workers run this one.
+        monkeypatch.setattr(_kernels, "_elementwise_block", _failing_block)
         with pytest.raises(ValueError, match=r"^relu on DaskCarrier: injected failure$"):
             F.relu(x)
         # Nothing published: the operand is untouched and no result carrier survived.

@@ -34,8 +34,18 @@ def _copy(x: Tensor, values: np.ndarray[Any, Any]) -> Tensor:
     return type(storage).wrap(np.ascontiguousarray(values), x.dtype)
 
 
-def _result(x: Tensor, layout: cv.Layout) -> Tensor:
-    return Tensor._wrap(x.carrier, layout, x.dtype)
+# (name, input layout, option value) -> result layout (None: only a copy can), for the names
+# whose layout depends on their one validated option only. Keyed by the option's value (ints,
+# tuples, None), not the options record, whose hash and equality are Python calls.
+_LAYOUTS: dict[tuple[Any, ...], cv.Layout | None] = {}
+_LAYOUTS_MAX = 4096
+_MEMOISED = {
+    "broadcast_to": "shape",
+    "permute": "axes",
+    "reshape": "shape",
+    "squeeze": "axes",
+    "unsqueeze": "axes",
+}
 
 
 class _View(cv.Operation):
@@ -45,16 +55,28 @@ class _View(cv.Operation):
 
     def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Tensor:
         (x,) = inputs
-        self._input_shape = x.shape
-        return self._view(x, _options(self, options))
+        self._input_shape = x._layout.shape
+        return self._view(x, options if options is not None else _options(self, options))
 
     def _view(self, x: Tensor, opts: Any) -> Tensor:
         name = self._operation_name
         assert name is not None  # forward runs only on dispatched operations
-        layout = view_layout(name, x.layout, opts, x.carrier.size)
+        source = x._layout
+        field = _MEMOISED.get(name)
+        if field is not None:
+            key = (name, source.shape, source.strides, source.offset, getattr(opts, field))
+            try:
+                layout = _LAYOUTS[key]
+            except KeyError:
+                layout = view_layout(name, source, opts, 0)
+                if len(_LAYOUTS) >= _LAYOUTS_MAX:
+                    _LAYOUTS.clear()
+                _LAYOUTS[key] = layout
+        else:
+            layout = view_layout(name, source, opts, x._carrier.size)
         if layout is None:
             return _copy(x, self._copied(x.numpy(), opts))
-        return _result(x, layout)
+        return Tensor._wrap(x._carrier, layout, x._dtype)
 
     def _copied(self, values: np.ndarray[Any, Any], opts: Any) -> np.ndarray[Any, Any]:
         """The values of a result no layout can express (only reshape and rearrange)."""

@@ -26,9 +26,9 @@ from typing import Any, ClassVar, Final
 import numpy as np
 
 import conveyor as cv
+from conveyor.capabilities import policy_capabilities
 from conveyor.dtypes import from_numpy
 from conveyor.gradients import vjp
-from conveyor.policy import enumerate_plans
 from conveyor.tensor import Tensor
 from conveyor_generic._storage import ArrayStorage, strided_view
 from conveyor_generic._views import VIEW_OPERATIONS
@@ -205,25 +205,19 @@ def _publish(values: _Array, dtype: cv.DType) -> Tensor:
     """Wrap a kernel's fresh, aligned, C-contiguous result array as a CPU tensor."""
     flat = values if values.ndim == 1 else values.reshape(-1)
     carrier = _new(CPU)
-    layout = _layout(values.shape)
-    state = carrier.__dict__
-    state["_array"] = flat
-    state["_dt"] = dtype
-    state["_cached"] = (layout, values)
+    shape = values.shape
+    layout = _LAYOUTS.get(shape) or _layout(shape)
+    carrier.__dict__ = {"_array": flat, "_dt": dtype, "_cached": (layout, values)}
     if flat.nbytes >= rt.POOL_MIN_BYTES:
         # Large buffers go back to the runtime pool when the carrier dies (a finalizer rather
         # than __del__, which would tax the deallocation of every tiny result).
-        weakref.finalize(carrier, _recycle, [flat]).atexit = False
+        weakref.finalize(carrier, rt.recycle_when_dead, flat).atexit = False
     return _wrap(carrier, layout, dtype)
-
-
-def _recycle(box: list[_Array]) -> None:
-    flat = box.pop()  # the finalizer's box no longer holds it: this is the only reference
-    rt.recycle(flat)
 
 
 _new = object.__new__
 _wrap = Tensor._wrap
+_QUIET_SET, _QUIET_RESET, _QUIET = rt.QUIET_SWITCH.set, rt.QUIET_SWITCH.reset, rt.QUIET_VALUE
 
 
 def _read(name: str, x: Tensor) -> _Array:
@@ -257,16 +251,27 @@ class CPUOperation(cv.Operation):
         plan = self.plan
         name = self._operation_name
         assert plan is not None and name is not None  # planned and dispatched
+        # Each tensor operand's cached view of its layout, else _read builds (and caches) it.
         if len(inputs) == 2:  # unrolled: most calls are binary
             a, b = inputs
-            arrays: Any = (
-                _read(name, a) if a.__class__ is Tensor else a,
-                _read(name, b) if b.__class__ is Tensor else b,
-            )
+            if a.__class__ is Tensor:
+                c = a._carrier
+                if c.__class__ is CPU and c._cached[0] is a._layout:
+                    a = c._cached[1]
+                else:
+                    a = _read(name, a)
+            if b.__class__ is Tensor:
+                c = b._carrier
+                if c.__class__ is CPU and c._cached[0] is b._layout:
+                    b = c._cached[1]
+                else:
+                    b = _read(name, b)
+            arrays: Any = (a, b)
         else:
             arrays = [_read(name, x) if x.__class__ is Tensor else x for x in inputs]
-        # Overflow, division by zero and NaN are values, not NumPy warnings (as on Generic).
-        token = rt.quiet_on()
+        # Overflow, division by zero and NaN are values, not NumPy warnings (as on Generic):
+        # the quiet error state is swapped in directly, no call of our own on the way.
+        token = _QUIET_SET(_QUIET)
         try:
             result = self._kernel(plan, options, *arrays)
         except KernelIndexError as exc:
@@ -274,7 +279,7 @@ class CPUOperation(cv.Operation):
         except KernelValueError as exc:
             raise ValueError(f"{name} on CPU: {exc}") from None
         finally:
-            rt.quiet_off(token)
+            _QUIET_RESET(token)
         if result.__class__ is tuple:
             return tuple(
                 _publish(values, dtype) for values, dtype in zip(result, plan.outputs, strict=True)
@@ -324,9 +329,8 @@ _OPERATIONS: Final[dict[str, type[cv.Operation]]] = {
     **{name: _operation_class(name) for name in KERNELS},
     **VIEW_OPERATIONS,
 }
+CPU._dispatch_classes = _OPERATIONS  # the hook returns _OPERATIONS[name]() (see Carrier)
 
 # CPU executes every plan the policy can resolve (half precision and complex64 through their
 # wide work dtypes), so it declares all of them.
-cv.register_operation_capabilities(
-    CPU, [cv.OperationCapability.from_plan(plan) for plan in enumerate_plans()]
-)
+cv.register_operation_capabilities(CPU, policy_capabilities())

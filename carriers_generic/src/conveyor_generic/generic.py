@@ -12,8 +12,8 @@ import typing
 from typing import Any
 
 import conveyor as cv
+from conveyor.capabilities import policy_capabilities
 from conveyor.gradients import vjp
-from conveyor.policy import enumerate_plans
 from conveyor.tensor import Tensor
 from conveyor_generic._storage import ArrayStorage
 from conveyor_generic._views import VIEW_OPERATIONS
@@ -67,9 +67,8 @@ _OPERATIONS: dict[str, type[cv.Operation]] = {
     **{name: GenericOperation for name in KERNELS},
     **VIEW_OPERATIONS,
 }
+Generic._dispatch_classes = _OPERATIONS  # the hook returns _OPERATIONS[name]() (see Carrier)
 
 # Generic executes every plan the policy can resolve: each kernel handles every dtype its
 # name accepts (half precision through float32 / float64, complex through complex128).
-cv.register_operation_capabilities(
-    Generic, [cv.OperationCapability.from_plan(plan) for plan in enumerate_plans()]
-)
+cv.register_operation_capabilities(Generic, policy_capabilities())

@@ -30,6 +30,7 @@ from conveyor.carrier_definitions import (
     storage_handle,
 )
 from conveyor.composed import (  # composed from dispatch names; all/any shadow builtins
+    QRResult,
     SlogdetResult,
     acos,
     acosh,
@@ -95,6 +96,7 @@ from conveyor.composed import (  # composed from dispatch names; all/any shadow 
     outer,
     pad,
     positive,
+    qr,
     real,
     repeat,
     roll,
@@ -309,6 +311,7 @@ __all__ = [
     "ProviderCompletion",
     "ProviderContractError",
     "ProviderResult",
+    "QRResult",
     "ResolvedInvocation",
     "ResultSpec",
     "SlogdetResult",
@@ -469,6 +472,7 @@ __all__ = [
     "profile",
     "progress",
     "promote_types",
+    "qr",
     "random",
     "real",
     "rearrange",

@@ -1,4 +1,4 @@
-"""Autograd: thread-local grad mode and the reverse-mode backward engine.
+"""Autograd: the reverse-mode backward engine (grad mode, from ``conveyor.grad_mode``, too).
 
 The graph is made of dispatched operations: a result tensor points at the operation that made it
 (``tensor.autograd_ctx``), and the operation keeps its tensor inputs. The engine walks that graph
@@ -9,33 +9,36 @@ reduces broadcast gradients back to each input's shape and dtype, and accumulate
 from __future__ import annotations
 
 import threading
-import weakref
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from conveyor import functional as F
+from conveyor.grad_mode import (
+    _Off,
+    attach,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    note_saved,
+    saved_for_backward,
+    set_grad_enabled,
+)
+from conveyor.tensor import Tensor, ones_like
+
 if TYPE_CHECKING:
-    from conveyor.carrier import Carrier
-    from conveyor.operation import Operation, OperationResult
-    from conveyor.tensor import Tensor
+    from conveyor.operation import Operation
 
 __all__ = [
+    "attach",
     "backward",
     "enable_grad",
     "is_grad_enabled",
     "no_grad",
+    "note_saved",
+    "saved_for_backward",
     "set_grad_enabled",
     "sum_to_shape",
 ]
 
-
-class _GradMode(threading.local):
-    """Per-thread grad mode; the class attribute is every new thread's default."""
-
-    enabled = True
-
-
-_state = _GradMode()
 
 # Publishing a pass's gradients is a read-add-write of every target's ``.grad``; two threads
 # doing it at once into a shared leaf would lose one contribution. One lock for the whole
@@ -44,89 +47,8 @@ _state = _GradMode()
 _publish_lock = threading.RLock()  # re-entrant: an observer of the additions may run backward
 
 
-def is_grad_enabled() -> bool:
-    """Whether operations in this thread record autograd state (default: yes)."""
-    return _state.enabled
-
-
-class set_grad_enabled:
-    """Set grad mode for this thread; also usable as a context manager that restores it."""
-
-    def __init__(self, mode: bool) -> None:
-        self._previous = is_grad_enabled()
-        _state.enabled = bool(mode)
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        _state.enabled = self._previous
-
-
-@contextmanager
-def _grad_mode(mode: bool) -> Iterator[None]:
-    previous = is_grad_enabled()
-    _state.enabled = mode
-    try:
-        yield
-    finally:
-        _state.enabled = previous
-
-
-def no_grad() -> Any:
-    """Context manager (and decorator) that turns autograd recording off in this thread."""
-    return _grad_mode(False)
-
-
-def enable_grad() -> Any:
-    """Context manager (and decorator) that turns autograd recording on in this thread."""
-    return _grad_mode(True)
-
-
-# Carrier -> the operations that saved one of its tensors for backward. Weak both ways: neither
-# a graph nor a carrier is kept alive by being listed. Read by exports (``Tensor.__dlpack__``),
-# which must not hand out writable memory a backward pass still depends on.
-_savers: weakref.WeakKeyDictionary[Carrier, weakref.WeakSet[Operation]] = (
-    weakref.WeakKeyDictionary()
-)
-_savers_lock = threading.Lock()
-
-
-def note_saved(op: Operation, tensors: Iterable[Tensor]) -> None:
-    """Record that ``op`` saved ``tensors`` for backward (their carriers are now guarded)."""
-    with _savers_lock:
-        for t in tensors:
-            ops = _savers.get(t._carrier)
-            if ops is None:
-                ops = _savers[t._carrier] = weakref.WeakSet()
-            ops.add(op)
-
-
-def saved_for_backward(carrier: Carrier) -> bool:
-    """Whether a live graph saved a tensor of ``carrier`` and has not released it yet."""
-    with _savers_lock:
-        ops = _savers.get(carrier)
-        return ops is not None and any(op._saved is not None for op in ops)
-
-
-def attach(op: Operation, result: OperationResult) -> None:
-    """Make ``op`` the autograd node of every differentiable output in ``result``."""
-    if type(result) is tuple:
-        op._n_outputs = len(result)
-        for index, out in enumerate(result):
-            if out._dtype.is_differentiable:
-                out._grad_fn = op
-                out._output_index = index
-                out._requires_grad = True
-    elif result._dtype.is_differentiable:  # type: ignore[union-attr]  # a single Tensor
-        result._grad_fn = op  # type: ignore[union-attr]
-        result._requires_grad = True  # type: ignore[union-attr]
-
-
 def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum ``gradient`` over the axes that broadcasting added or widened to reach ``shape``."""
-    from conveyor import functional as F
-
     if gradient.shape == shape:
         return gradient
     lead = gradient.ndim - len(shape)
@@ -139,10 +61,11 @@ def sum_to_shape(gradient: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def _fit(gradient: Tensor, target: Tensor) -> Tensor:
-    if gradient.shape != target.shape:
-        gradient = sum_to_shape(gradient, target.shape)
-    if gradient.dtype is not target.dtype:
-        gradient = gradient.astype(target.dtype)
+    shape = target._layout.shape
+    if gradient._layout.shape != shape:
+        gradient = sum_to_shape(gradient, shape)
+    if gradient._dtype is not target._dtype:
+        gradient = gradient.astype(target._dtype)
     return gradient
 
 
@@ -171,8 +94,6 @@ def _graph_order(root: Operation) -> list[Operation]:
 
 
 def _check_gradients(op: Operation, grads: Any) -> tuple[Tensor | None, ...]:
-    from conveyor.tensor import Tensor
-
     if isinstance(grads, Tensor) or grads is None:
         grads = (grads,)
     name, cls = op._operation_name, getattr(op._dispatch_carrier_class, "__name__", "?")
@@ -202,8 +123,6 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
         RuntimeError: ``tensor`` does not require grad, an implicit gradient was asked for a
             non-scalar, saved state was released, or a saved input was modified in place.
     """
-    from conveyor import functional as F
-    from conveyor.tensor import Tensor, ones_like
 
     if not tensor.requires_grad:
         msg = "backward: the tensor does not require grad and has no autograd node"
@@ -223,7 +142,7 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
         msg = f"backward: gradient shape {gradient.shape} does not match {tensor.shape}"
         raise ValueError(msg)
 
-    with no_grad():
+    with _Off():
         root = tensor._grad_fn
         if root is None:
             with _publish_lock:
@@ -255,7 +174,8 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
             for t, g in zip(op._grad_inputs, grads, strict=True):
                 if g is None or not t._requires_grad:
                     continue
-                g = _fit(g, t)
+                if g._layout.shape != t._layout.shape or g._dtype is not t._dtype:
+                    g = _fit(g, t)
                 producer = t._grad_fn
                 if producer is None:
                     published.append((t, g))
@@ -285,8 +205,6 @@ def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
 
 def _totals(published: list[tuple[Tensor, Tensor]]) -> list[tuple[Tensor, Tensor]]:
     """Each target once, with its current ``.grad`` plus every gradient published for it."""
-    from conveyor import functional as F
-
     totals: dict[int, tuple[Tensor, Tensor]] = {}
     for target, gradient in published:
         gradient = _fit(gradient, target)

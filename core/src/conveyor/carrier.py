@@ -10,8 +10,8 @@ returns can replace or share another dispatch's state.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from conveyor import dtypes
 from conveyor.capabilities import (
@@ -76,6 +76,11 @@ class Carrier:
 
     _version: int = 0
     _released: bool = False
+    # Where capabilities come from, read by conveyor.capabilities (a lower layer, which cannot
+    # import this class): "class" (declared once per exact class) or "instance" (dependent).
+    _capability_source: ClassVar[str] = "class"
+    # Set (on the exact class only) by carriers whose hook returns _dispatch_classes[name]().
+    _dispatch_classes: ClassVar[Mapping[str, type[Operation]]]
 
     def __init__(self) -> None:
         """Carriers take no required constructor argument; ``allocate`` builds usable ones."""
@@ -243,7 +248,8 @@ class Carrier:
 
     def operation_capabilities(self) -> CapabilitySet:
         """The exact plans this carrier executes (its class's sealed declaration)."""
-        return _DECLARED.get(type(self)) or declared_capabilities(type(self))
+        found = _DECLARED.get(type(self))  # not `or`: truth would count a rule-declared set
+        return found if found is not None else declared_capabilities(type(self))
 
     def supports_operation_plan(self, plan: OperationPlan) -> bool:
         return self.operation_capabilities().supports(plan)
@@ -321,6 +327,22 @@ class Carrier:
         op._dispatched = True
         return op
 
+    @classmethod
+    def _bound_class(cls, operation_name: str) -> type[Operation] | None:
+        """The class every ``_dispatch_op(operation_name)`` of this exact class instantiates.
+
+        A definition-free class whose hook always returns ``table[name]()`` names that table in
+        its own ``_dispatch_classes``; public calls may then build the fresh operation themselves
+        (same class, same stamps) and cache the rest of the dispatch. ``None``: always ask.
+        """
+        table = cls.__dict__.get("_dispatch_classes")
+        if table is None or carrier_definition(cls) is not None:
+            return None
+        op_cls: type[Operation] | None = table.get(operation_name)
+        if op_cls is None or op_cls.__init__ is not Operation.__init__:
+            return None
+        return op_cls
+
     def _dispatch_op(self, operation_name: str) -> Operation:
         """Dispatch hook: return a fresh carrier-specific ``Operation`` for ``operation_name``."""
         msg = (
@@ -337,6 +359,7 @@ class DependentCarrier(Carrier):
     carriers it composes, then frozen for the instance's lifetime.
     """
 
+    _capability_source: ClassVar[str] = "instance"
     _capability_snapshot: CapabilitySet | None = None
 
     def _compute_operation_capabilities(self) -> Iterable[OperationCapability]:

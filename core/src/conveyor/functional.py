@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from conveyor import profiling
+from conveyor.grad_mode import _state as _grad_mode
+from conveyor.grad_mode import attach
+from conveyor.operation import _SPECS, Operation, _check_result
 from conveyor.options import OperationExecutionOptions, options_schema
-from conveyor.policy import operation_spec
+from conveyor.policy import OperationPlan, operation_spec
 from conveyor.tensor import Tensor
+
+if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
 
 __all__ = [
     "VIEW_OPERATIONS",
@@ -101,6 +108,13 @@ def call(
     Options are built only when keywords were given (or ``build``: the schema has required
     fields, so a missing one is refused here, before dispatch), keeping option-free calls cheap.
     """
+    carrier = _carrier_of(name, operands)
+    options = OperationExecutionOptions(name, **fields) if fields or build else None
+    return carrier.dispatch_op(name).forward(*operands, options=options)
+
+
+def _carrier_of(name: str, operands: tuple[Any, ...]) -> Carrier:
+    """The first tensor operand's carrier; every tensor operand must share its exact class."""
     carrier = None
     for x in operands:
         if type(x) is Tensor:
@@ -116,8 +130,40 @@ def call(
     if carrier is None:
         msg = f"{name}: at least one operand must be a Tensor, got {operands!r}"
         raise TypeError(msg)
-    options = OperationExecutionOptions(name, **fields) if fields or build else None
-    return carrier.dispatch_op(name).forward(*operands, options=options)
+    return carrier
+
+
+# -- the bound fast path --------------------------------------------------------------------
+#
+# A bound record is (operation class, accepted plan or None, differentiable), cached per exact
+# carrier class, operand signature (dtype per tensor, Python type per other operand) and
+# accumulator. It is stored only after a full dispatch of that signature succeeded, so its plan
+# passed the capability gate; capability sets are sealed, so the verdict cannot change. A call
+# that hits it makes the same fresh, stamped operation ``dispatch_op`` would (the carrier names
+# the class its hook returns for the name), and runs the rest of ``Operation._execute`` inline.
+_Bound = tuple[type[Operation], OperationPlan | None, bool]
+_BOUND_MAX = 4096
+_new = object.__new__
+
+
+def _bind(
+    records: dict[tuple[Any, ...], _Bound],
+    key: tuple[Any, ...],
+    name: str,
+    carrier: Carrier,
+    operands: tuple[Any, ...],
+    options: OperationExecutionOptions | None,
+) -> Any:
+    """The full dispatch of one call; remember its bound record when the carrier allows it."""
+    op = carrier.dispatch_op(name)
+    result = op.forward(*operands, options=options)
+    op_cls = type(op)
+    if carrier._bound_class(name) is op_cls:
+        if len(records) >= _BOUND_MAX:
+            records.clear()
+        spec = _SPECS.get(name)
+        records[key] = (op_cls, op.plan, spec is None or spec.differentiable)
+    return result
 
 
 def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Callable[..., Any]:
@@ -125,6 +171,8 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
     required = n - len(optional)
     schema = options_schema(name)
     build = any(field.required for field in schema.values())
+    accumulates = "accumulator_dtype" in schema
+    records: dict[tuple[Any, ...], _Bound] = {}
 
     def function(*operands: Any, **fields: Any) -> Any:
         if len(operands) != n:
@@ -133,7 +181,65 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
             else:
                 msg = f"{name}() takes {n} operand(s) ({', '.join(roles)}), got {len(operands)}"
                 raise TypeError(msg)
-        return call(name, operands, fields, build=build)
+        # The signature (dtype per tensor, type per other operand, exact carrier class) and the
+        # carrier check of _carrier_of, in one pass; binary calls unrolled (the hot path).
+        if n == 2:
+            a, b = operands
+            if a.__class__ is Tensor:
+                carrier = a._carrier
+                if b.__class__ is Tensor:
+                    if b._carrier.__class__ is not carrier.__class__:
+                        _carrier_of(name, operands)  # raises the mixed-carrier TypeError
+                    signature: tuple[Any, ...] = (a._dtype, b._dtype, carrier.__class__)
+                else:
+                    signature = (a._dtype, b.__class__, carrier.__class__)
+            elif b.__class__ is Tensor:
+                carrier = b._carrier
+                signature = (a.__class__, b._dtype, carrier.__class__)
+            else:
+                carrier = _carrier_of(name, operands)  # raises: no tensor operand
+        elif n == 1:
+            (a,) = operands
+            if a.__class__ is not Tensor:
+                _carrier_of(name, operands)  # raises: no tensor operand
+            carrier = a._carrier
+            signature = (a._dtype, carrier.__class__)
+        else:
+            carrier = _carrier_of(name, operands)
+            signature = (
+                *[x._dtype if x.__class__ is Tensor else x.__class__ for x in operands],
+                carrier.__class__,
+            )
+        options = OperationExecutionOptions(name, **fields) if fields or build else None
+        if accumulates and options is not None:
+            signature += (options.accumulator_dtype,)
+        record = records.get(signature)
+        if record is None or profiling.active:
+            return _bind(records, signature, name, carrier, operands, options)
+        op_cls, plan, differentiable = record
+        op = _new(op_cls)
+        op.__dict__ = {
+            "_operation_name": name,
+            "_dispatch_carrier_class": carrier.__class__,
+            "_dispatch_carrier": carrier,
+            "_dispatched": True,
+            "_forwarded": True,
+            "plan": plan,
+            "options": options,
+        }
+        if differentiable and _grad_mode.enabled:
+            for x in operands:
+                if x.__class__ is Tensor and x._requires_grad:
+                    op._save(operands)
+                    result = op._forward(*operands, options=options)
+                    if result.__class__ is not Tensor:
+                        _check_result(op, result)
+                    attach(op, result)
+                    return result
+        result = op._forward(*operands, options=options)
+        if result.__class__ is not Tensor:
+            _check_result(op, result)
+        return result
 
     params = [
         inspect.Parameter(

@@ -43,6 +43,7 @@ class _Functional:
 
     def __getattr__(self, name: str) -> Callable[..., Tensor]:
         function: Callable[..., Tensor] = getattr(_functional, name)
+        self.__dict__[name] = function  # later lookups are plain attribute hits
         return function
 
 
@@ -60,14 +61,22 @@ class _Call:
         assert name is not None  # vjp is only reached through a dispatched operation
         self.name = name
         self.inputs = op.saved_inputs
-        self.options = op.options if op.options is not None else OperationExecutionOptions(name)
+        options = op.options
+        if options is None:  # the schema's defaults: one shared frozen record per name
+            options = _DEFAULTS.get(name) or _DEFAULTS.setdefault(
+                name, OperationExecutionOptions(name)
+            )
+        self.options = options
         self.plan = op.plan
         self.gradient = gradient
 
     def wants(self, i: int) -> bool:
         """Whether input ``i`` is a tensor that receives a gradient."""
         x = self.inputs[i]
-        return isinstance(x, Tensor) and x.requires_grad
+        return x.__class__ is Tensor and x._requires_grad
+
+
+_DEFAULTS: dict[str, OperationExecutionOptions] = {}
 
 
 _Rule = Callable[[_Call], tuple[_Grad, ...]]
@@ -95,11 +104,11 @@ def vjp(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
         raise NotImplementedError(msg)
     call = _Call(op, gradient)
     grads = rule(call)
-    return tuple(
-        g if call.wants(i) else None
-        for i, (x, g) in enumerate(zip(call.inputs, grads, strict=True))
-        if isinstance(x, Tensor)
-    )
+    out: list[Tensor | None] = []
+    for x, g in zip(call.inputs, grads, strict=True):
+        if x.__class__ is Tensor:
+            out.append(g if x._requires_grad else None)
+    return tuple(out)
 
 
 def differentiable_operations() -> tuple[str, ...]:

@@ -136,6 +136,13 @@ class Layout:
             return self
         return cls(shape, None, offset)
 
+    @classmethod
+    def _derived(cls, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Layout:
+        """A layout the view algebra proved valid (int tuples, offset >= 0): no re-validation."""
+        self = object.__new__(cls)
+        self._init(shape, strides, offset)
+        return self
+
     def __setattr__(self, name: str, value: object) -> None:
         msg = f"Layout is frozen; cannot set {name!r}"
         raise AttributeError(msg)
@@ -192,15 +199,20 @@ class Layout:
             else:
                 msg = f"cannot broadcast shape {self.shape} to {target}"
                 raise ValueError(msg)
-        return Layout(target, strides, self.offset)
+        if any(extent < 0 for extent in target):
+            msg = f"Layout: shape extents must be >= 0, got {target!r}"
+            raise ValueError(msg)
+        return Layout._derived(target, tuple(strides), self.offset)
 
     def permute(self, axes: Sequence[int]) -> Layout:
         order = normalize_axes(axes, self.ndim)
         if len(order) != self.ndim:
             msg = f"permute needs all {self.ndim} axes, got {tuple(axes)!r}"
             raise ValueError(msg)
-        return Layout(
-            tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order), self.offset
+        return Layout._derived(
+            tuple([self.shape[a] for a in order]),
+            tuple([self.strides[a] for a in order]),
+            self.offset,
         )
 
     def squeeze(self, axes: Sequence[int] | int | None = None) -> Layout:
@@ -213,8 +225,10 @@ class Layout:
                     msg = f"cannot squeeze axis {a} of extent {self.shape[a]} (shape {self.shape})"
                     raise ValueError(msg)
         keep = [a for a in range(self.ndim) if a not in drop]
-        return Layout(
-            tuple(self.shape[a] for a in keep), tuple(self.strides[a] for a in keep), self.offset
+        return Layout._derived(
+            tuple([self.shape[a] for a in keep]),
+            tuple([self.strides[a] for a in keep]),
+            self.offset,
         )
 
     def unsqueeze(self, axes: Sequence[int] | int) -> Layout:
@@ -224,7 +238,7 @@ class Layout:
         for a in sorted(inserted):
             shape.insert(a, 1)
             strides.insert(a, 0)
-        return Layout(shape, strides, self.offset)
+        return Layout._derived(tuple(shape), tuple(strides), self.offset)
 
     def reshape(self, shape: Sequence[int] | int) -> Layout | None:
         """The same elements under ``shape`` without copying, or ``None`` when a copy is needed.
@@ -245,8 +259,9 @@ class Layout:
         if math.prod(target) != self.size or any(e < 0 for e in target):
             msg = f"cannot reshape {self.shape} ({self.size} elements) to {tuple(target)}"
             raise ValueError(msg)
-        if self.is_contiguous:
-            return Layout(target, None, self.offset)
+        if self._contiguous:
+            shape = tuple(target)
+            return Layout._derived(shape, _contiguous_strides(shape), self.offset)
         return self._reshape_strided(tuple(target))
 
     def _reshape_strided(self, target: tuple[int, ...]) -> Layout | None:
@@ -275,7 +290,7 @@ class Layout:
                 strides[k] = step
                 step *= target[k]
             si, ti = src_end, tgt_end
-        return Layout(target, strides, self.offset)
+        return Layout._derived(target, tuple(strides), self.offset)
 
     def index(self, key: Any) -> Layout:
         """Basic indexing (ints, slices, ``None``, ``...``) as a view, like NumPy."""

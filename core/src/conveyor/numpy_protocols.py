@@ -15,6 +15,7 @@ from typing import Any
 
 from conveyor import composed as C
 from conveyor import functional as F
+from conveyor.composed import fourier
 from conveyor.tensor import _COMPOSED, Tensor, ones_like, zeros_like
 
 __all__ = ["handled_functions", "handled_ufuncs"]
@@ -340,6 +341,30 @@ def _unique(ar: Tensor) -> Tensor:
     return C.unique_values(ar)
 
 
+def _fourier(name: str) -> Callable[..., Tensor]:
+    """An adapter for ``numpy.fft.<name>(a, n, axis, norm)`` (``norm=None`` is "backward")."""
+    function = getattr(fourier, name)
+
+    def adapter(a: Tensor, n: Any = None, axis: int = -1, norm: str | None = None) -> Tensor:
+        return function(a, n=n, axis=axis, norm=norm or "backward")  # type: ignore[no-any-return]
+
+    return adapter
+
+
+def _fourier_n(name: str) -> Callable[..., Tensor]:
+    """An adapter for ``numpy.fft.<name>(a, s, axes, norm)``."""
+    function = getattr(fourier, name)
+
+    def adapter(a: Tensor, s: Any = None, axes: Any = None, norm: str | None = None) -> Tensor:
+        return function(a, s=s, axes=axes, norm=norm or "backward")  # type: ignore[no-any-return]
+
+    return adapter
+
+
+def _cholesky(a: Tensor, upper: bool = False) -> Tensor:
+    return C.cholesky(a, upper=upper)
+
+
 @functools.cache
 def handled_functions() -> dict[Any, Callable[..., Any]]:
     """The NumPy functions a tensor handles, with adapters taking NumPy's parameter names."""
@@ -401,6 +426,22 @@ def handled_functions() -> dict[Any, Callable[..., Any]]:
         np.var: _var,
         np.where: _where,
         np.zeros_like: _zeros_like,
+        np.fft.fft: _fourier("fft"),
+        np.fft.ifft: _fourier("ifft"),
+        np.fft.rfft: _fourier("rfft"),
+        np.fft.irfft: _fourier("irfft"),
+        np.fft.hfft: _fourier("hfft"),
+        np.fft.ihfft: _fourier("ihfft"),
+        np.fft.fftn: _fourier_n("fftn"),
+        np.fft.ifftn: _fourier_n("ifftn"),
+        np.fft.rfftn: _fourier_n("rfftn"),
+        np.fft.irfftn: _fourier_n("irfftn"),
+        np.linalg.cholesky: _cholesky,
+        np.linalg.det: C.det,
+        np.linalg.inv: C.inv,
+        np.linalg.slogdet: C.slogdet,
+        np.linalg.solve: C.solve,
+        np.linalg.qr: C.qr,
     }
 
 

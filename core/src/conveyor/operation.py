@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from conveyor import autograd, profiling
-from conveyor.autograd import _state as _grad_mode
+from conveyor import grad_mode, profiling
 from conveyor.dtypes import DType
+from conveyor.grad_mode import _state as _grad_mode
 from conveyor.options import OperationExecutionOptions
 from conveyor.policy import (
     OperationPlan,
@@ -187,7 +187,7 @@ class Operation:
             result = self._forward(*inputs, options=options)
         _check_result(self, result)
         if needs_grad and attach:
-            autograd.attach(self, result)
+            grad_mode.attach(self, result)
         return result
 
     def _preflight(
@@ -220,7 +220,7 @@ class Operation:
         # The carrier's write counter at save time; read directly, this runs on every call.
         self._saved_versions = tuple([(t, t._carrier._version) for t in tensors])
         self._grad_inputs = tensors
-        autograd.note_saved(self, tensors)  # exports of these carriers must stay read-only
+        grad_mode.note_saved(self, tensors)  # exports of these carriers must stay read-only
 
     def _release_saved(self) -> None:
         self._saved = None

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from conveyor import dtypes, printing
-from conveyor.autograd import is_grad_enabled as _grad_enabled
 from conveyor.dtypes import DType
+from conveyor.grad_mode import is_grad_enabled as _grad_enabled
 from conveyor.layout import Layout, normalize_axes
 
 if TYPE_CHECKING:

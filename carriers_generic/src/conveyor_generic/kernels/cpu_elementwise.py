@@ -70,6 +70,10 @@ _UNARY: Final[dict[str, np.ufunc]] = {
     "relu": np.maximum,  # maximum(x, 0): keeps NaN and the integer dtype
 }
 _INTEGRAL: Final = frozenset({"floor", "ceil", "round"})  # identity on bool and integers
+# Unary names as cheap as a copy: they split across cores only as late as binary arithmetic.
+_MEMORY_BOUND_UNARY: Final = frozenset(
+    {"neg", "abs", "sign", "floor", "ceil", "round", "logical_not", "relu"}
+)
 
 _WIDE: Final = {
     np.dtype(np.float16): np.dtype(np.float64),
@@ -180,11 +184,14 @@ def _to_compute(x: Any, compute: np.dtype[Any], work: np.dtype[Any]) -> Any:
 
 def _binary(name: str) -> Callable[..., Array]:
     ufunc = _BINARY[name]
-    # plan -> (general call, output dtype, work dtype, ufunc when inputs of the work dtype can
-    # write the output directly, else None): decided once per plan.
-    prepared: dict[cv.OperationPlan, tuple[Any, np.dtype[Any], np.dtype[Any], Any]] = {}
+    # id(plan) -> (plan, general call, output dtype, work dtype, ufunc when inputs of the work
+    # dtype can write the output directly, else None): decided once per plan. Keyed by identity
+    # (the entry keeps its plan alive, so the id stays its own): a plan's hash is a Python call.
+    prepared: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any], Any]] = {}
 
-    def prepare(plan: cv.OperationPlan) -> tuple[Any, np.dtype[Any], np.dtype[Any], Any]:
+    def prepare(
+        plan: cv.OperationPlan,
+    ) -> tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any], Any]:
         work = work_dtype(plan.compute)
         if name in _WIDE_FLOAT32 and plan.compute is cv.float32:
             work = np.dtype(np.float64)
@@ -193,11 +200,14 @@ def _binary(name: str) -> Callable[..., Array]:
         direct = out_dtype == work or out_dtype == np.bool_
         if name == "pow" and plan.compute.is_integer:
             direct = False  # negative exponents need a look first
-        found = prepared[plan] = (call, out_dtype, work, ufunc if direct else None)
+        found = prepared[id(plan)] = (plan, call, out_dtype, work, ufunc if direct else None)
         return found
 
     def kernel(plan: cv.OperationPlan, options: Any, a: Any, b: Any) -> Array:
-        call, out_dtype, work, direct = prepared.get(plan) or prepare(plan)
+        entry = prepared.get(id(plan))
+        if entry is None or entry[0] is not plan:
+            entry = prepare(plan)
+        _, call, out_dtype, work, direct = entry
         if (
             direct is not None
             and a.__class__ is np.ndarray
@@ -218,7 +228,7 @@ def _binary(name: str) -> Callable[..., Array]:
         out = rt.empty(shape, out_dtype, size)
         if name == "pow" and plan.compute.is_integer and _negative(y):
             return _integer_pow(plan, x, y, out)
-        if size >= rt.PARALLEL_MIN:
+        if size >= rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
             rt.chunked(call, out, (x, y))
         else:
             call(out, x, y)
@@ -244,26 +254,35 @@ def _integer_pow(plan: cv.OperationPlan, x: Array, y: Array, out: Array) -> Arra
 
 def _unary(name: str) -> Callable[..., Array]:
     ufunc = _UNARY[name]
-    calls: dict[cv.OperationPlan, Any] = {}
+    # id(plan) -> (plan, call or None for an identity copy, compute dtype, work dtype), once
+    # per plan; keyed by identity like the binary kernels' (a plan's hash is a Python call).
+    calls: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any]]] = {}
     binary = name in ("softplus", "relu", "recip")
+    scale = rt.MEMORY_BOUND_SCALE if name in _MEMORY_BOUND_UNARY else 1
 
-    def kernel(plan: cv.OperationPlan, options: Any, a: Any) -> Array:
-        out_dtype = plan.outputs[0].numpy
-        out = rt.empty(a.shape, out_dtype, a.size)
-        if name in _INTEGRAL and not (plan.compute.is_floating or plan.compute.is_complex):
-            np.copyto(out, a, casting="unsafe")
-            return out
-        call = calls.get(plan)
-        if call is None:
-            work = work_dtype(plan.compute)
-            call = _ufunc_call(ufunc, work, out_dtype, 2 if binary else 1)
+    def prepare(plan: cv.OperationPlan) -> tuple[cv.OperationPlan, Any, Any, Any]:
+        work = work_dtype(plan.compute)
+        call = None
+        if not (name in _INTEGRAL and not (plan.compute.is_floating or plan.compute.is_complex)):
+            call = _ufunc_call(ufunc, work, plan.outputs[0].numpy, 2 if binary else 1)
             if name == "recip":
                 call = _with_one(call, np.ones((), work))
             elif binary:
                 call = _with_zero(call, np.zeros((), work))
-            calls[plan] = call
-        x = _to_compute(a, plan.compute.numpy, work_dtype(plan.compute))
-        if a.size >= rt.PARALLEL_MIN:
+        found = calls[id(plan)] = (plan, call, plan.compute.numpy, work)
+        return found
+
+    def kernel(plan: cv.OperationPlan, options: Any, a: Any) -> Array:
+        entry = calls.get(id(plan))
+        if entry is None or entry[0] is not plan:
+            entry = prepare(plan)
+        _, call, compute, work = entry
+        out = rt.empty(a.shape, plan.outputs[0].numpy, a.size)
+        if call is None:  # floor, ceil and round of bool and integers: the identity
+            np.copyto(out, a, casting="unsafe")
+            return out
+        x = a if work == compute or a.dtype == compute else a.astype(compute)
+        if a.size >= rt.PARALLEL_MIN * scale:
             rt.chunked(call, out, (x,))
         else:
             call(out, x)
@@ -373,7 +392,7 @@ def select(plan: cv.OperationPlan, options: Any, condition: Any, a: Any, b: Any)
     y = y if y.dtype == out_dtype else y.astype(out_dtype)
     shape, size = _shape_of(plan, cond, x, y)
     out = rt.empty(shape, out_dtype, size)
-    if size >= rt.PARALLEL_MIN:
+    if size >= rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
         rt.chunked(_blend, out, (cond, x, y))
     else:
         _blend(out, cond, x, y)
@@ -403,7 +422,7 @@ def clamp(plan: cv.OperationPlan, options: Any, x: Any, lo: Any, hi: Any) -> Arr
         elif low is None:
             np.copyto(target, value, casting="unsafe")
 
-    if size >= rt.PARALLEL_MIN:
+    if size >= rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
         rt.chunked(fill, out, operands)
     else:
         fill(out, *operands)

@@ -85,7 +85,7 @@ def _ranges(extent: int, parts: int) -> list[tuple[int, int]]:
     return [(low, min(low + step, extent)) for low in range(0, extent, step)]
 
 
-def _accumulate(reduce: Callable[..., Any]) -> Callable[..., Array]:
+def _accumulate(reduce: Callable[..., Any], name: str) -> Callable[..., Array]:
     def kernel(plan: cv.OperationPlan, options: Any, x: Array) -> Array:
         axis = None if options is None else options.axis
         keepdims = False if options is None else options.keepdims
@@ -103,7 +103,7 @@ def _accumulate(reduce: Callable[..., Any]) -> Callable[..., Array]:
             np.copyto(out, target, casting="unsafe")
         return out
 
-    kernel.__name__ = kernel.__qualname__ = f"reduce_{reduce.__name__}"
+    kernel.__name__ = kernel.__qualname__ = name
     return kernel
 
 
@@ -181,10 +181,11 @@ def cumsum(plan: cv.OperationPlan, options: Any, x: Array) -> Array:
 
 
 REDUCTION_KERNELS: dict[str, Callable[..., Array]] = {
-    "reduce_sum": _accumulate(np.sum),
-    "reduce_prod": _accumulate(np.prod),
-    "reduce_max": _extremum(np.max, "max"),
-    "reduce_min": _extremum(np.min, "min"),
+    # The ufuncs' own reduce methods: np.sum and friends are Python wrappers around them.
+    "reduce_sum": _accumulate(np.add.reduce, "reduce_sum"),
+    "reduce_prod": _accumulate(np.multiply.reduce, "reduce_prod"),
+    "reduce_max": _extremum(np.maximum.reduce, "max"),
+    "reduce_min": _extremum(np.minimum.reduce, "min"),
     "argmax": _arg(np.argmax, "argmax"),
     "argmin": _arg(np.argmin, "argmin"),
     "cumsum": cumsum,

@@ -26,18 +26,24 @@ import numpy as np
 
 __all__ = [
     "ALIGN",
+    "MEMORY_BOUND_SCALE",
     "PARALLEL_MIN",
     "POOL_MIN_BYTES",
+    "QUIET_SWITCH",
+    "QUIET_VALUE",
     "THREADS",
     "Array",
     "chunked",
     "empty",
+    "pool_bytes",
     "quiet",
     "quiet_off",
     "quiet_on",
     "recycle",
+    "recycle_when_dead",
     "run_parallel",
     "scratch",
+    "size_class",
 ]
 
 Array = np.ndarray[Any, Any]
@@ -46,6 +52,11 @@ ALIGN = 64
 # Elementwise work at or above this many output elements is split across the cores. Tests lower
 # it (monkeypatch) to exercise the threaded path on small tensors.
 PARALLEL_MIN = 1 << 20
+# Memory-bound families (arithmetic, comparisons, select, clamp, sign-like unary functions) split
+# only from MEMORY_BOUND_SCALE times that: one core nearly saturates memory bandwidth, and on the
+# 2-core reference machine a second thread never beat serial below 4M elements (add: 0.5-0.6x
+# at 256K-4M, under load), while exp and tanh broke even from about 256K to 4M elements.
+MEMORY_BOUND_SCALE = 4
 # Buffers at least this large are recycled; smaller ones are cheap for malloc to hand out.
 POOL_MIN_BYTES = 1 << 20
 # The pool keeps at most this many bytes of dead buffers, and this many per size.
@@ -53,9 +64,11 @@ POOL_MAX_BYTES = 512 << 20
 POOL_PER_SIZE = 2
 THREADS = max(1, os.cpu_count() or 1)
 
-# nbytes -> dead raw uint8 buffers of exactly that many bytes (+ alignment slack).
+# size class -> dead raw uint8 buffers of exactly that many bytes (+ alignment slack).
 _pool: dict[int, list[Array]] = {}
 _pool_bytes = 0
+# Flat buffers of results whose carrier died, waiting for recycle (see recycle_when_dead).
+_dead: list[Array] = []
 _pool_lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -91,18 +104,30 @@ def _aligned_raw(nbytes: int) -> Array:
     return raw[start : start + nbytes]
 
 
+def size_class(nbytes: int) -> int:
+    """The pool's size class of ``nbytes``: rounded up to a sixteenth of its power of two.
+
+    Classes let a result reuse a buffer of a slightly different size (at most 1/16 wasted).
+    """
+    step = 1 << max(0, nbytes.bit_length() - 5)
+    return -(-nbytes // step) * step
+
+
 def _pooled(nbytes: int) -> Array:
     """An aligned window of ``nbytes`` over a recycled raw buffer, or over a new one."""
     global _pool_bytes
+    if _dead:
+        _recycle_dead()
+    cls = size_class(nbytes)
     raw = None
-    free = _pool.get(nbytes)
+    free = _pool.get(cls)
     if free:
         with _pool_lock:
             if free:
-                _pool_bytes -= nbytes
+                _pool_bytes -= cls
                 raw = free.pop()
     if raw is None:
-        raw = np.empty(nbytes + ALIGN, np.uint8)
+        raw = np.empty(cls + ALIGN, np.uint8)
     start = (-_address(raw)) % ALIGN
     return raw[start : start + nbytes]
 
@@ -130,7 +155,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype[Any], size: int) -> Array:
 
 
 def recycle(flat: Array) -> None:
-    """Return the pooled buffer behind ``flat`` (a dead result, a finished scratch buffer).
+    """Return the pooled buffer behind ``flat`` (a finished scratch buffer, a dead result).
 
     The caller passes its only reference to ``flat`` (a local variable). A buffer still reachable
     any other way (an exported view, a DLPack capsule, an array built over it) has a higher
@@ -140,18 +165,46 @@ def recycle(flat: Array) -> None:
     raw = flat.base
     if type(raw) is not np.ndarray or raw.dtype != np.uint8 or not raw.flags.owndata:
         return
-    nbytes = flat.nbytes
-    if nbytes < POOL_MIN_BYTES or raw.size != nbytes + ALIGN:
+    cls = raw.size - ALIGN
+    if cls < POOL_MIN_BYTES or size_class(cls) != cls or flat.nbytes > cls:
         return
     # References to flat: the caller's, this parameter, getrefcount's argument. To raw: this
     # local, getrefcount's argument, flat's base.
     if sys.getrefcount(flat) > 3 or sys.getrefcount(raw) > 3:
         return
     with _pool_lock:
-        free = _pool.setdefault(nbytes, [])
-        if len(free) < POOL_PER_SIZE and _pool_bytes + nbytes <= POOL_MAX_BYTES:
+        free = _pool.setdefault(cls, [])
+        if len(free) < POOL_PER_SIZE and _pool_bytes + cls <= POOL_MAX_BYTES:
             free.append(raw)
-            _pool_bytes += nbytes
+            _pool_bytes += cls
+
+
+def recycle_when_dead(flat: Array) -> None:
+    """Queue the buffer of a result whose carrier is dying, for ``recycle`` on the next pooled
+    allocation.
+
+    A finalizer runs while the dying carrier still holds ``flat`` (and views of it), so its
+    reference counts cannot tell yet whether anything else keeps the memory; once the carrier
+    is gone they can.
+    """
+    _dead.append(flat)
+
+
+def _recycle_dead() -> None:
+    while _dead:
+        try:
+            flat = _dead.pop()
+        except IndexError:  # another thread drained it
+            return
+        recycle(flat)
+        del flat
+
+
+def pool_bytes() -> int:
+    """Bytes of dead buffers the pool holds now (dead results queued are counted once pooled)."""
+    if _dead:
+        _recycle_dead()
+    return _pool_bytes
 
 
 def _quiet_context() -> Any:
@@ -168,7 +221,21 @@ def _quiet_context() -> Any:
     return _extobj_contextvar, _make_extobj(all="ignore")
 
 
-_QUIET = _quiet_context()
+class _ErrstateSwitch:
+    """``np.errstate`` behind a context variable's ``set`` / ``reset`` (another NumPy layout)."""
+
+    def set(self, value: object) -> Any:
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+
+    def reset(self, token: Any) -> None:
+        token.__exit__(None, None, None)
+
+
+# QUIET_SWITCH.set(QUIET_VALUE) enters quiet mode and returns a token for QUIET_SWITCH.reset:
+# NumPy's own context variable (C calls only, for hot paths), else the errstate fallback.
+QUIET_SWITCH, QUIET_VALUE = _quiet_context() or (_ErrstateSwitch(), None)
 
 
 class _Quiet:
@@ -193,19 +260,12 @@ def quiet() -> _Quiet:
 
 def quiet_on() -> Any:
     """Enter quiet mode without a context manager (hot paths); pass the token to quiet_off."""
-    if _QUIET is None:
-        state = np.errstate(all="ignore")
-        state.__enter__()
-        return state
-    return _QUIET[0].set(_QUIET[1])
+    return QUIET_SWITCH.set(QUIET_VALUE)
 
 
 def quiet_off(token: Any) -> None:
     """Leave the quiet mode ``quiet_on`` entered."""
-    if _QUIET is None:
-        token.__exit__(None, None, None)
-    else:
-        _QUIET[0].reset(token)
+    QUIET_SWITCH.reset(token)
 
 
 def scratch(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Array:

@@ -4,15 +4,14 @@
 ``to_device``, ``device=`` accept a class or a registered name). Every function is a dispatch
 name under the standard's spelling or is composed from dispatch names in ``conveyor.composed``,
 so it runs on any carrier that plans what it needs and is refused with
-``UnsupportedOperationPlan`` naming the missing plan elsewhere. The ``fft`` extension,
-``nextafter`` and the spectral functions of ``linalg`` are not provided (see
-``conveyor.array_api.linalg``).
+``UnsupportedOperationPlan`` naming the missing plan elsewhere. The spectral functions of
+``linalg`` are not provided (see ``conveyor.array_api.linalg``).
 """
 
 import math as _math
 import sys as _sys
 
-from conveyor.array_api import linalg
+from conveyor.array_api import fft, linalg
 from conveyor.array_api.creation import (
     arange,
     asarray,
@@ -223,6 +222,7 @@ __all__ = [
     "expand_dims",
     "expm1",
     "eye",
+    "fft",
     "finfo",
     "flip",
     "float32",

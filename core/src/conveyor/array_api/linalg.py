@@ -1,9 +1,9 @@
 """The Array API ``linalg`` extension, as far as contractions and elimination reach.
 
 Products and norms are composed from ``matmul``, reductions and ``sqrt``; ``inv``, ``solve``,
-``det``, ``slogdet`` and ``cholesky`` from Gaussian elimination (``conveyor.composed``).
-Spectral functions (``qr``, ``svd``, ``svdvals``, ``eigh``, ``eigvalsh``, ``pinv``,
-``matrix_rank``) are left out rather than computed off the carrier.
+``det``, ``slogdet`` and ``cholesky`` from Gaussian elimination and ``qr`` from Householder
+reflections (``conveyor.composed``). Spectral functions (``svd``, ``svdvals``, ``eigh``,
+``eigvalsh``, ``pinv``, ``matrix_rank``) are left out rather than computed off the carrier.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ __all__ = [
     "matrix_power",
     "matrix_transpose",
     "outer",
+    "qr",
     "slogdet",
     "solve",
     "tensordot",
@@ -39,6 +40,7 @@ cholesky = C.cholesky
 det = C.det
 inv = C.inv
 matmul = F.matmul
+qr = C.qr
 slogdet = C.slogdet
 solve = C.solve
 matrix_transpose = C.matrix_transpose

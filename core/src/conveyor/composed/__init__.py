@@ -53,7 +53,16 @@ from conveyor.composed.elementwise import (
     tan,
     trunc,
 )
-from conveyor.composed.elimination import SlogdetResult, cholesky, det, inv, slogdet, solve
+from conveyor.composed.elimination import (
+    QRResult,
+    SlogdetResult,
+    cholesky,
+    det,
+    inv,
+    qr,
+    slogdet,
+    solve,
+)
 from conveyor.composed.indexing import getitem, is_advanced, setitem
 from conveyor.composed.logic import logical_and, logical_or, logical_xor
 from conveyor.composed.manipulation import (
@@ -100,6 +109,7 @@ from conveyor.composed.searching import (
 from conveyor.tensor import _COMPOSED
 
 __all__ = [
+    "QRResult",
     "SlogdetResult",
     "acos",
     "acosh",
@@ -165,6 +175,7 @@ __all__ = [
     "outer",
     "pad",
     "positive",
+    "qr",
     "real",
     "repeat",
     "roll",

@@ -1,4 +1,4 @@
-"""Composed Gaussian elimination: inverse, solve, determinant and Cholesky from planned names.
+"""Composed elimination: inverse, solve, determinant, Cholesky and QR from planned names.
 
 One elimination step per column, batched over leading axes: ``argmax`` picks the pivot row,
 ``gather`` swaps it into place, and a rank-one ``mul``/``sub`` update clears the column. That is
@@ -16,7 +16,7 @@ from conveyor.composed.creation import constant, eye
 from conveyor.composed.manipulation import concatenate
 from conveyor.tensor import Tensor, full
 
-__all__ = ["SlogdetResult", "cholesky", "det", "inv", "slogdet", "solve"]
+__all__ = ["QRResult", "SlogdetResult", "cholesky", "det", "inv", "qr", "slogdet", "solve"]
 
 
 def _square(x: Tensor, what: str) -> int:
@@ -145,3 +145,65 @@ def cholesky(x: Tensor, /, *, upper: bool = False) -> Tensor:
     mask = constant([[c >= r for c in range(n)] for r in range(n)], dtypes.bool_, x)
     upper_factor = F.select(mask, upper_factor, 0)
     return upper_factor if upper else upper_factor.mT
+
+
+def _norm(column: Tensor) -> Tensor:
+    """The 2-norm of each column vector, scaled by its largest magnitude so squares neither
+    overflow nor underflow (as LAPACK's ``nrm2``)."""
+    high = F.reduce_max(F.abs(column), axis=-2, keepdims=True)
+    safe = F.select(F.eq(high, 0), 1.0, high)
+    scaled = F.div(column, safe)
+    return F.mul(safe, F.sqrt(F.reduce_sum(F.mul(scaled, scaled), axis=-2, keepdims=True)))
+
+
+class QRResult(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+def qr(x: Tensor, /, *, mode: str = "reduced") -> QRResult:
+    """The QR factorisation of each matrix by Householder reflections (LAPACK's signs).
+
+    Step ``k`` reflects column ``k`` below the diagonal onto ``-sign(x_kk) |x| e_k`` with
+    ``H = I - 2 u u^T`` (``u`` the normalised ``x + sign(x_kk) |x| e_k``), applied to ``R``
+    from the left and accumulated into ``Q``; a column with nothing below the diagonal leaves
+    ``H = I``.
+
+    Raises:
+        ValueError: ``mode`` is neither ``'reduced'`` nor ``'complete'``, or ``x`` has fewer
+            than two axes.
+    """
+    if mode not in ("reduced", "complete"):
+        msg = f"qr: mode must be 'reduced' or 'complete', got {mode!r}"
+        raise ValueError(msg)
+    if x.ndim < 2:
+        msg = f"qr: needs matrices in the last two axes, got shape {x.shape}"
+        raise ValueError(msg)
+    if not x.dtype.is_floating:
+        msg = f"qr: needs a real floating dtype, got {x.dtype.name}; cast with .astype() first"
+        raise TypeError(msg)
+    m, n = x.shape[-2:]
+    k_max = min(m, n)
+    identity = eye(m, dtype=x.dtype, carrier=type(x.carrier))
+    q = F.broadcast_to(identity, shape=(*x.shape[:-2], m, m))
+    r = x
+    for k in range(min(k_max, m - 1) if m > 1 else 0):
+        below = constant([[float(i >= k)] for i in range(m)], x.dtype, x)
+        at_k = constant([[float(i == k)] for i in range(m)], x.dtype, x)
+        column = F.mul(r[..., :, k : k + 1], below)
+        lead = r[..., k : k + 1, k : k + 1]
+        sign = F.select(F.lt(lead, 0), -1.0, 1.0)
+        v = F.add(column, F.mul(at_k, F.mul(sign, _norm(column))))
+        # Nothing below the diagonal: LAPACK leaves the column alone (H = I), keeping its sign.
+        tail = F.sub(column, F.mul(at_k, lead))
+        skip = F.eq(F.reduce_max(F.abs(tail), axis=-2, keepdims=True), 0)
+        u = F.select(skip, 0.0, F.div(v, F.select(skip, 1.0, _norm(v))))
+        # R <- H R = R - 2 u (u^T R);  Q <- Q H = Q - 2 (Q u) u^T
+        r = F.sub(r, F.mul(F.matmul(u, F.matmul(u.mT, r)), 2.0))
+        q = F.sub(q, F.mul(F.matmul(F.matmul(q, u), u.mT), 2.0))
+    upper = constant([[c >= i for c in range(n)] for i in range(m)], dtypes.bool_, x)
+    r = F.select(upper, r, 0.0)
+    if mode == "reduced":
+        q = q[..., :, :k_max]
+        r = r[..., :k_max, :]
+    return QRResult(q, r)

@@ -119,14 +119,35 @@ def _translated(kernel: _Kernel) -> _Kernel:
     return run
 
 
-def _reference(ctx: _Context) -> Callable[..., Any]:
-    """The reference kernel of the call, bound to its plan and options (picklable to workers)."""
-    plan, options, kernel = _plan(ctx), _options(ctx), KERNELS[_name(ctx)]
+# Block functions are module-level, so tasks pickle them by reference, and the plan and options
+# travel as arguments: pickling a closure's code for every call would cost more than a tiny op.
 
-    def run(*operands: Any) -> Any:
-        return kernel(plan, options, *operands)
 
-    return run
+def _reference(name: str, plan: cv.OperationPlan, options: Any, *operands: Any) -> Any:
+    """The reference kernel of ``name`` under ``plan`` (what every task runs)."""
+    return KERNELS[name](plan, options, *operands)
+
+
+def _call(ctx: _Context) -> tuple[str, cv.OperationPlan, cv.OperationExecutionOptions]:
+    return _name(ctx), _plan(ctx), _options(ctx)
+
+
+def _elementwise_block(
+    *blocks: Any, call: tuple[Any, ...], template: list[Any], where: list[int]
+) -> Any:
+    values = list(template)
+    for i, b in zip(where, blocks, strict=True):
+        values[i] = b
+    return _reference(*call, *values)
+
+
+def _convert_block(b: Any, plan: cv.OperationPlan, index: int) -> Any:
+    return convert(plan, [b if i == index else None for i in range(len(plan.operands))])[index]
+
+
+def _lane_block(b: Any, call: tuple[Any, ...], index: int) -> Any:
+    found = _reference(*call, b)
+    return found[index] if isinstance(found, tuple) else found
 
 
 # -- whole-array form: one task on a worker --
@@ -138,8 +159,8 @@ def _whole(ctx: _Context) -> cv.ProviderResult:
 
     specs = ctx.invocation.results
     nout = len(specs) if len(specs) > 1 else None
-    task = dask.delayed(_reference(ctx), pure=False, nout=nout, name=_fresh(ctx))
-    result = task(*_operands(ctx))
+    task = dask.delayed(_reference, pure=False, nout=nout, name=_fresh(ctx))
+    result = task(*_call(ctx), *_operands(ctx))
     parts = [result[i] for i in range(len(specs))] if len(specs) > 1 else [result]
     session = _session(ctx)
     arrays = []
@@ -163,17 +184,12 @@ def _elementwise(ctx: _Context) -> cv.ProviderResult:
         return _whole(ctx)
     arrays = [da.broadcast_to(operands[i], spec.shape) for i in where]
     template = [None if i in where else x for i, x in enumerate(operands)]
-    run = _reference(ctx)
-
-    def block(*blocks: Any) -> Any:
-        values = list(template)
-        for i, b in zip(where, blocks, strict=True):
-            values[i] = b
-        return run(*values)
-
     result = da.map_blocks(
-        block,
+        _elementwise_block,
         *arrays,
+        call=_call(ctx),
+        template=template,
+        where=where,
         dtype=spec.dtype.numpy,
         meta=_meta(len(spec.shape), spec.dtype),
         name=_fresh(ctx),
@@ -190,10 +206,14 @@ def _converted(ctx: _Context, x: da.Array, index: int = 0) -> da.Array:
     target = plan.operands[index].convert_to
     assert target is not None  # a tensor operand of a plan always has one
 
-    def block(b: Any) -> Any:
-        return convert(plan, [b if i == index else None for i in range(len(plan.operands))])[index]
-
-    return x.map_blocks(block, dtype=target.numpy, meta=_meta(x.ndim, target), name=_fresh(ctx))
+    return x.map_blocks(
+        _convert_block,
+        plan=plan,
+        index=index,
+        dtype=target.numpy,
+        meta=_meta(x.ndim, target),
+        name=_fresh(ctx),
+    )
 
 
 _TREE: Final[dict[str, str]] = {
@@ -232,7 +252,6 @@ def _lanes(ctx: _Context) -> cv.ProviderResult:
         return _whole(ctx)
     axis = lane_axes(options.axis, x.ndim)
     x = x.rechunk({axis: -1})
-    run = _reference(ctx)
     arrays = []
     for index, spec in enumerate(ctx.invocation.results):
         chunks = list(x.chunks)
@@ -241,14 +260,11 @@ def _lanes(ctx: _Context) -> cv.ProviderResult:
             del chunks[axis]
         else:
             chunks[axis] = (spec.shape[axis],)
-
-        def block(b: Any, index: int = index) -> Any:
-            found = run(b)
-            return found[index] if isinstance(found, tuple) else found
-
         arrays.append(
             x.map_blocks(
-                block,
+                _lane_block,
+                call=_call(ctx),
+                index=index,
                 chunks=tuple(chunks),
                 drop_axis=[axis] if dropped else [],
                 dtype=spec.dtype.numpy,
@@ -285,15 +301,15 @@ def _conv_general(ctx: _Context) -> cv.ProviderResult:
     batch_in, batch_out = lhs[0], out[0]  # where N sits in the input and in the result
     x = x.rechunk({a: (-1 if a != batch_in else "auto") for a in range(x.ndim)})
     w = w.rechunk(-1)
-    run = _reference(ctx)
     # Index letters: "n" is the batch axis, shared; the others are private to each array.
     in_index = "".join("n" if a == batch_in else "abcdefg"[a] for a in range(x.ndim))
     w_index = "pqrstuv"[: w.ndim]
     out_index = "".join("n" if a == batch_out else "hijklmo"[a] for a in range(len(spec.shape)))
     new_axes = {out_index[a]: spec.shape[a] for a in range(len(spec.shape)) if a != batch_out}
     result = da.blockwise(
-        run,
+        _reference,
         out_index,
+        *(part for value in _call(ctx) for part in (value, None)),  # plain (not array) arguments
         x,
         in_index,
         w,

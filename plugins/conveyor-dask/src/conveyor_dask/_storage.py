@@ -82,6 +82,8 @@ def chunks_for(shape: tuple[int, ...], dtype: Any, limit: int) -> tuple[tuple[in
     """Dask's automatic chunks for ``shape`` under a byte ``limit`` (squarish blocks)."""
     from dask.array.core import normalize_chunks
 
+    if 0 in shape:  # dask's automatic chunking divides by the size; an empty array is one chunk
+        return tuple((n,) for n in shape)
     found: tuple[tuple[int, ...], ...] = normalize_chunks(
         "auto", shape, limit=max(limit, 1), dtype=np.dtype(dtype)
     )

@@ -1,0 +1,37 @@
+"""The Array API ``fft`` extension: DFT-matrix products composed in ``conveyor.composed``."""
+
+from __future__ import annotations
+
+from conveyor.composed.fourier import (
+    fft,
+    fftfreq,
+    fftn,
+    fftshift,
+    hfft,
+    ifft,
+    ifftn,
+    ifftshift,
+    ihfft,
+    irfft,
+    irfftn,
+    rfft,
+    rfftfreq,
+    rfftn,
+)
+
+__all__ = [
+    "fft",
+    "fftfreq",
+    "fftn",
+    "fftshift",
+    "hfft",
+    "ifft",
+    "ifftn",
+    "ifftshift",
+    "ihfft",
+    "irfft",
+    "irfftn",
+    "rfft",
+    "rfftfreq",
+    "rfftn",
+]

@@ -1,0 +1,130 @@
+"""Grad mode and autograd nodes: the low layer every operation consults on every call.
+
+Grad mode is per thread (``no_grad`` and friends); ``attach`` makes an operation the autograd
+node of its results. The backward engine that walks those nodes is ``conveyor.autograd``, a
+higher layer (it computes with the public functions), so nothing here imports it.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conveyor.carrier import Carrier
+    from conveyor.operation import Operation, OperationResult
+    from conveyor.tensor import Tensor
+
+__all__ = [
+    "attach",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "note_saved",
+    "saved_for_backward",
+    "set_grad_enabled",
+]
+
+
+class _GradMode(threading.local):
+    """Per-thread grad mode; the class attribute is every new thread's default."""
+
+    enabled = True
+
+
+_state = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    """Whether operations in this thread record autograd state (default: yes)."""
+    return _state.enabled
+
+
+class set_grad_enabled:
+    """Set grad mode for this thread; also usable as a context manager that restores it."""
+
+    def __init__(self, mode: bool) -> None:
+        self._previous = is_grad_enabled()
+        _state.enabled = bool(mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._previous
+
+
+@contextmanager
+def _grad_mode(mode: bool) -> Iterator[None]:
+    previous = is_grad_enabled()
+    _state.enabled = mode
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+class _Off:
+    """``no_grad`` for the engine's own use: one fresh instance per ``with``, two calls."""
+
+    __slots__ = ("_previous",)
+
+    def __enter__(self) -> None:
+        self._previous = _state.enabled
+        _state.enabled = False
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._previous
+
+
+def no_grad() -> Any:
+    """Context manager (and decorator) that turns autograd recording off in this thread."""
+    return _grad_mode(False)
+
+
+def enable_grad() -> Any:
+    """Context manager (and decorator) that turns autograd recording on in this thread."""
+    return _grad_mode(True)
+
+
+# Carrier -> the operations that saved one of its tensors for backward. Weak both ways: neither
+# a graph nor a carrier is kept alive by being listed. Read by exports (``Tensor.__dlpack__``),
+# which must not hand out writable memory a backward pass still depends on.
+_savers: weakref.WeakKeyDictionary[Carrier, weakref.WeakSet[Operation]] = (
+    weakref.WeakKeyDictionary()
+)
+_savers_lock = threading.Lock()
+
+
+def note_saved(op: Operation, tensors: Iterable[Tensor]) -> None:
+    """Record that ``op`` saved ``tensors`` for backward (their carriers are now guarded)."""
+    with _savers_lock:
+        for t in tensors:
+            ops = _savers.get(t._carrier)
+            if ops is None:
+                ops = _savers[t._carrier] = weakref.WeakSet()
+            ops.add(op)
+
+
+def saved_for_backward(carrier: Carrier) -> bool:
+    """Whether a live graph saved a tensor of ``carrier`` and has not released it yet."""
+    with _savers_lock:
+        ops = _savers.get(carrier)
+        return ops is not None and any(op._saved is not None for op in ops)
+
+
+def attach(op: Operation, result: OperationResult) -> None:
+    """Make ``op`` the autograd node of every differentiable output in ``result``."""
+    if type(result) is tuple:
+        op._n_outputs = len(result)
+        for index, out in enumerate(result):
+            if out._dtype.is_differentiable:
+                out._grad_fn = op
+                out._output_index = index
+                out._requires_grad = True
+    elif result._dtype.is_differentiable:  # type: ignore[union-attr]  # a single Tensor
+        result._grad_fn = op  # type: ignore[union-attr]
+        result._requires_grad = True  # type: ignore[union-attr]

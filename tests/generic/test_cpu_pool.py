@@ -1,0 +1,84 @@
+"""The CPU buffer pool: dead large results come back, and the next result takes them."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import conveyor as cv
+from conveyor_generic import CPU
+from conveyor_generic.kernels import cpu_runtime as rt
+from tests.generic.test_cpu import address, buffer_of
+
+LARGE = 1 << 19  # float32 elements: 2 MiB, above POOL_MIN_BYTES
+
+
+@pytest.fixture(autouse=True)
+def empty_pool() -> Iterator[None]:
+    """Each test starts from an empty pool (and leaves one)."""
+    gc.collect()
+    rt.pool_bytes()
+    with rt._pool_lock:
+        rt._pool.clear()
+        rt._pool_bytes = 0
+    yield
+    with rt._pool_lock:
+        rt._pool.clear()
+        rt._pool_bytes = 0
+
+
+class TestPoolRefills:
+    def test_a_dead_result_refills_the_pool(self) -> None:
+        x = cv.zeros(LARGE, carrier=CPU)
+        y = cv.add(x, 1.0)
+        assert rt.pool_bytes() == 0
+        del y
+        assert rt.pool_bytes() == rt.size_class(LARGE * 4)
+
+    def test_the_next_result_takes_the_dead_buffer_and_empties_the_pool(self) -> None:
+        x = cv.zeros(LARGE, carrier=CPU)
+        y = cv.add(x, 1.0)
+        first = address(buffer_of(y))
+        del y
+        z = cv.add(x, 2.0)
+        assert address(buffer_of(z)) == first
+        assert rt.pool_bytes() == 0
+        np.testing.assert_array_equal(z.numpy()[:3], [2.0, 2.0, 2.0])
+
+    def test_repeated_large_adds_reuse_one_buffer(self) -> None:
+        x = cv.zeros(LARGE, carrier=CPU)
+        seen = set()
+        for _ in range(5):
+            y = x + x
+            seen.add(address(buffer_of(y)))
+            del y
+        assert len(seen) == 1
+
+    def test_a_slightly_different_size_reuses_the_same_size_class(self) -> None:
+        x = cv.zeros(LARGE, carrier=CPU)
+        y = cv.add(x, 1.0)
+        first = address(buffer_of(y))
+        del y
+        w = cv.add(cv.zeros(LARGE - 16, carrier=CPU), 1.0)
+        assert rt.size_class((LARGE - 16) * 4) == rt.size_class(LARGE * 4)
+        assert address(buffer_of(w)) == first
+
+    def test_a_dead_result_with_an_exported_view_stays_out_of_the_pool(self) -> None:
+        x = cv.zeros(LARGE, carrier=CPU)
+        y = cv.add(x, 1.0)
+        kept = np.asarray(y)
+        del y
+        assert rt.pool_bytes() == 0
+        z = cv.add(x, 2.0)
+        assert not np.shares_memory(kept, np.asarray(z))
+        np.testing.assert_array_equal(kept[:3], [1.0, 1.0, 1.0])
+
+    def test_small_results_never_enter_the_pool(self) -> None:
+        x = cv.zeros(1024, carrier=CPU)
+        for _ in range(3):
+            del_me = x + x
+            del del_me
+        assert rt.pool_bytes() == 0

@@ -1,0 +1,175 @@
+"""The bound fast path of public calls: few Python calls, every dispatch contract kept."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import conveyor as cv
+from conveyor_generic import CPU, Generic
+from conveyor_generic._storage import ArrayStorage
+from conveyor_generic.generic import GenericOperation
+
+# The steady-state tiny cv.add: the public function, CPU's _forward, the kernel, the aligned
+# allocation, the result publication and Tensor._wrap. Raise it only with a reason.
+TINY_ADD_PYTHON_CALLS = 6
+# a + b adds the operator sugar's own calls: Tensor.__add__ and its operand coercion.
+TINY_ADD_SUGAR_PYTHON_CALLS = TINY_ADD_PYTHON_CALLS + 2
+
+
+class Narrow(ArrayStorage):
+    """A table-dispatched carrier that executes only float32 add."""
+
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return Narrow._dispatch_classes[operation_name]()
+
+
+Narrow._dispatch_classes = {"add": GenericOperation}
+cv.register_operation_capabilities(
+    Narrow,
+    [cv.OperationCapability.from_plan(cv.resolve_plan("add", cv.float32, cv.float32))],
+)
+
+
+def python_calls(fn: Callable[[], Any]) -> list[str]:
+    """The Python-level functions entered while ``fn`` runs (C functions are not counted)."""
+    seen: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen[1:]  # the first entry is fn itself
+
+
+def tiny() -> tuple[cv.Tensor, cv.Tensor]:
+    a = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU)
+    b = cv.tensor(np.ones(8, np.float32), carrier=CPU)
+    return a, b
+
+
+class TestPythonCallCount:
+    def test_steady_state_tiny_add_makes_at_most_the_budgeted_python_calls(self) -> None:
+        a, b = tiny()
+        for _ in range(3):
+            cv.add(a, b)  # binds the record
+        calls = python_calls(lambda: cv.add(a, b))
+        assert len(calls) <= TINY_ADD_PYTHON_CALLS, calls
+
+    def test_operator_sugar_adds_only_its_own_calls(self) -> None:
+        a, b = tiny()
+        for _ in range(3):
+            a + b
+        calls = python_calls(lambda: a + b)
+        assert len(calls) <= TINY_ADD_SUGAR_PYTHON_CALLS, calls
+
+    def test_steady_state_add_calls_no_attrs_hash_and_no_capability_query(self) -> None:
+        a, b = tiny()
+        a + b
+        calls = python_calls(lambda: a + b)
+        for forbidden in ("__hash__", "operation_capabilities", "resolve_plan", "dispatch_op"):
+            assert forbidden not in calls
+
+
+class TestBoundCallsKeepTheContract:
+    def test_every_bound_call_gets_a_fresh_stamped_operation(self) -> None:
+        a = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU, requires_grad=True)
+        b = cv.tensor(np.ones(8, np.float32), carrier=CPU)
+        results = [a + b for _ in range(3)]
+        ops = [r.autograd_ctx for r in results]
+        assert len({id(op) for op in ops}) == 3
+        for op in ops:
+            assert op is not None
+            assert op._operation_name == "add"
+            assert op._dispatch_carrier_class is CPU
+            assert op.plan is cv.resolve_plan("add", cv.float32, cv.float32)
+            assert op.saved_inputs == (a, b)
+
+    def test_bound_calls_still_report_to_the_profiler(self) -> None:
+        a, b = tiny()
+        a + b
+        with cv.profile() as profiler:
+            a + b
+            a * b
+        assert [r.operation for r in profiler.records] == ["add", "mul"]
+        assert all(r.carrier is CPU for r in profiler.records)
+
+    def test_a_refused_plan_is_refused_every_time(self) -> None:
+        flags = cv.tensor(np.ones(3, bool), carrier=CPU)
+        for _ in range(3):
+            with pytest.raises(TypeError, match=r"sub: the operands promote to conveyor\.bool"):
+                cv.sub(flags, flags)
+
+    def test_an_unsupported_plan_is_gated_on_every_call_of_a_bound_carrier(self) -> None:
+        f32 = cv.resolve_plan("add", cv.float32, cv.float32)
+        x = cv.Tensor(Narrow.allocate(4, cv.float32))
+        y = cv.Tensor(Narrow.allocate(4, cv.float64))
+        for _ in range(3):
+            assert (x + x).dtype is cv.float32
+            with pytest.raises(cv.UnsupportedOperationPlan, match="add on Narrow"):
+                y + y
+        assert cv.declared_capabilities(Narrow).supports(f32)
+
+    def test_scalar_operands_of_another_kind_get_their_own_plan(self) -> None:
+        a, _ = tiny()
+        i = cv.tensor(np.arange(4, dtype=np.int32), carrier=CPU)
+        for _ in range(2):
+            assert (a + 1).tolist() == [x + 1.0 for x in range(8)]
+            assert (i + 1).dtype is cv.resolve_plan("add", cv.int32, 1).outputs[0]
+            assert (i + 1.5).dtype is cv.resolve_plan("add", cv.int32, 1.5).outputs[0]
+            assert (i + 1.5).tolist() == [x + 1.5 for x in range(4)]
+
+    def test_generic_calls_are_bound_too_and_match_cpu(self) -> None:
+        g = cv.tensor(np.arange(8, dtype=np.float32), carrier=Generic)
+        for _ in range(3):
+            out = g + g
+        assert out.carrier.__class__ is Generic
+        assert out.tolist() == [2.0 * x for x in range(8)]
+
+
+# A repeated view: Tensor.reshape, the public function, the options' validation (five calls
+# for a shape), the view operation's _forward and _view, and Tensor._wrap.
+REPEATED_RESHAPE_PYTHON_CALLS = 10
+
+
+class TestCheapViews:
+    def test_a_repeated_view_makes_at_most_the_budgeted_python_calls(self) -> None:
+        a, _ = tiny()
+        for _ in range(3):
+            a.reshape(2, 4)
+        calls = python_calls(lambda: a.reshape(2, 4))
+        assert len(calls) <= REPEATED_RESHAPE_PYTHON_CALLS, calls
+        assert "view_layout" not in calls
+
+    def test_a_repeated_view_shares_one_memoised_layout(self) -> None:
+        a, _ = tiny()
+        first, second = a.reshape(2, 4), a.reshape(2, 4)
+        assert first.layout is second.layout
+        assert first.layout == cv.Layout((2, 4))
+        assert first.carrier is a.carrier
+
+    def test_memoised_layouts_are_per_input_layout(self) -> None:
+        a, _ = tiny()
+        t = a.reshape(2, 4).permute(1, 0)
+        u = cv.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), carrier=CPU)
+        assert t.reshape(8).tolist() == np.arange(8).reshape(2, 4).T.reshape(8).tolist()
+        assert u.reshape(8).tolist() == list(range(8))
+        assert t.permute(1, 0).layout == cv.Layout((2, 4))
+
+    def test_algebra_layouts_equal_validated_ones(self) -> None:
+        layout = cv.Layout((2, 3, 4))
+        assert layout.permute((2, 0, 1)) == cv.Layout((4, 2, 3), (1, 12, 4))
+        assert layout.unsqueeze(1) == cv.Layout((2, 1, 3, 4), (12, 0, 4, 1))
+        assert layout.broadcast_to((5, 2, 3, 4)) == cv.Layout((5, 2, 3, 4), (0, 12, 4, 1))
+        assert layout.reshape((6, 4)) == cv.Layout((6, 4))
+        assert layout.permute((1, 0, 2)).reshape((12, 2)) is None
