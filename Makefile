@@ -12,9 +12,12 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DISTS))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, alone: it resolves to the CPU build here, and the metal extra's tilelang
+	# would otherwise pull a CUDA torch of several GB.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
 	# compat editable mode puts src/ on sys.path through a .pth file, which mypy can follow.
 	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat \
-		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test,demo]'
+		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test,demo,metal]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,0 +1,83 @@
+"""Which plans the Metal kernels implement: the one predicate the capabilities come from.
+
+Metal advertises exactly the plans its TileLang kernels were written and verified for (the
+Linux checks lower every one of them to MSL, check the source's syntax, and run the kernel's
+algorithm through the C target against Generic). The rule, per plan:
+
+- every tensor operand is ``float32``, ``float16``, ``int32`` or ``bool``, all tensor
+  operands of one call share that dtype (``select``'s condition is ``bool``), and weak
+  Python scalars convert to it;
+- the compute and output dtypes are among those, or ``int64`` (index outputs, integer sums);
+- the name's family implements the compute kind (``pow`` only floating compute;
+  ``argmax`` / ``argmin`` only floating input).
+
+Nothing here imports torch or tilelang, so capability queries stay cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import conveyor as cv
+from conveyor.policy import enumerate_plans
+
+__all__ = ["FAMILIES", "advertised", "advertised_plans"]
+
+_TENSOR_DTYPES: Final = frozenset({"float32", "float16", "int32", "bool"})
+_RESULT_DTYPES: Final = _TENSOR_DTYPES | {"int64"}
+
+#: Dispatch name -> its kernel family (the module in ``conveyor_metal.kernels``).
+FAMILIES: Final[dict[str, str]] = {
+    **{
+        name: "elementwise"
+        for name in (
+            *("add", "sub", "mul", "elementwise_mul", "div", "pow", "maximum", "minimum"),
+            *("rem", "neg", "abs", "sign", "recip", "sqrt", "rsqrt", "exp", "exp2", "log"),
+            *("log2", "sin", "cos", "erf", "floor", "ceil", "round", "relu", "sigmoid"),
+            *("tanh", "gelu", "silu", "softplus", "elu", "leaky_relu"),
+        )
+    },
+    **{name: "comparisons" for name in ("eq", "ne", "lt", "le", "logical_not", "select", "clamp")},
+    **{
+        name: "reductions"
+        for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin")
+    },
+    "cumsum": "reductions",
+}
+
+_FLOAT_ONLY: Final = frozenset({"pow"})
+# argmax / argmin of int32 and bool: the lowered kernels (Metal and C) lose their input buffer,
+# which the binding check caught; only floating plans are advertised until that is fixed.
+_FLOAT_INPUT_ONLY: Final = frozenset({"argmax", "argmin"})
+
+
+def advertised(plan: cv.OperationPlan) -> bool:
+    """Whether a Metal kernel implements ``plan`` (see the module docstring for the rule)."""
+    name = plan.operation
+    if name not in FAMILIES:
+        return False
+    tensors = {
+        o.dtype.name
+        for o in plan.operands
+        if o.dtype is not None and not o.weak and o.role != "condition"
+    }
+    if any(o.role == "condition" and o.dtype is not cv.bool for o in plan.operands):
+        return False
+    if len(tensors) != 1 or not tensors <= _TENSOR_DTYPES:
+        return False
+    (dtype,) = tensors
+    for operand in plan.operands:
+        if operand.weak and (operand.convert_to is None or operand.convert_to.name != dtype):
+            return False
+    if plan.compute.name not in _RESULT_DTYPES:
+        return False
+    if any(out.name not in _RESULT_DTYPES for out in plan.outputs):
+        return False
+    if name in _FLOAT_INPUT_ONLY and not dtype.startswith("float"):
+        return False
+    return not (name in _FLOAT_ONLY and not plan.compute.is_floating)
+
+
+def advertised_plans() -> list[cv.OperationPlan]:
+    """Every plan the policy can resolve that a Metal kernel implements, in policy order."""
+    return [plan for plan in enumerate_plans() if advertised(plan)]

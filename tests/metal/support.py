@@ -1,0 +1,216 @@
+"""Helpers of the Metal tests: operands of a plan, test layouts, the Generic oracle, tolerances.
+
+``cases(plan)`` gives the operands a plan is checked on: contiguous, strided + broadcast,
+empty and 0-d, each through ``Operand`` values over flat CPU torch buffers (the Metal engine
+reads tensors only through a flat buffer and a layout). ``reference`` runs the same plan on
+Generic; ``assert_close`` compares with a tolerance sized by dtype and function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+import conveyor as cv
+from conveyor.tensor import Tensor
+from conveyor_generic import Generic
+from conveyor_metal._engine import Engine, Operand
+from conveyor_metal._storage import _numpy, _tensor
+
+_TRANSCENDENTAL = frozenset(
+    {
+        *("exp", "exp2", "log", "log2", "sin", "cos", "erf", "sqrt", "rsqrt", "recip", "div"),
+        *("pow", "sigmoid", "tanh", "gelu", "silu", "softplus", "elu", "rem"),
+    }
+)
+
+
+def operand(
+    values: np.ndarray[Any, Any], dtype: cv.DType, layout: cv.Layout | None = None
+) -> Operand:
+    """``values`` as a flat CPU buffer; ``layout`` (default: contiguous) views it."""
+    flat = _tensor(np.ascontiguousarray(values).reshape(-1), dtype)
+    return Operand(flat, layout or cv.Layout(values.shape))
+
+
+def values_of(op: Operand, dtype: cv.DType) -> np.ndarray[Any, Any]:
+    """The logical values an operand views (for the Generic side)."""
+    if op.layout.size == 0:
+        return np.empty(op.layout.shape, dtype.numpy)
+    return _numpy(
+        op.buffer.as_strided(op.layout.shape, op.layout.strides, op.layout.offset).contiguous(),
+        dtype,
+    )
+
+
+def random_values(
+    shape: tuple[int, ...], dtype: cv.DType, rng: np.random.Generator, name: str
+) -> np.ndarray[Any, Any]:
+    """Values for ``name`` in ``dtype``: in the function's domain, with special values mixed in."""
+    size = math.prod(shape)
+    if dtype.is_bool:
+        return rng.random(shape) < 0.5
+    if dtype.is_integer:
+        high = 7 if name in ("rem", "div") else 50
+        return rng.integers(-high, high, size=shape).astype(dtype.numpy)
+    x = rng.standard_normal(size) * 3
+    if name in ("log", "log2", "sqrt", "rsqrt"):
+        x = np.abs(x) + 0.01
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.5, 0.5])
+    if size >= 2 * len(specials):
+        x[: len(specials)] = specials
+    return x.reshape(shape).astype(dtype.numpy)
+
+
+def _scalar(operand_plan: cv.OperandPlan) -> Any:
+    dtype = operand_plan.dtype
+    assert dtype is not None
+    if dtype.is_bool:
+        return True
+    if dtype.is_integer:
+        return 3
+    return 1.5
+
+
+_REDUCTIONS = frozenset(
+    {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin", "cumsum"}
+)
+
+
+def cases(plan: cv.OperationPlan, seed: int = 0) -> Iterator[tuple[str, list[Any], Any]]:
+    """(label, operands, options) cases: contiguous, strided + broadcast, empty and 0-d."""
+    rng = np.random.default_rng(seed)
+    name = plan.operation
+    if name in _REDUCTIONS:
+        yield from _reduction_cases(plan, rng)
+        return
+    options = cv.OperationExecutionOptions(name)
+
+    def build(shape: tuple[int, ...], strided: bool) -> list[Any]:
+        out: list[Any] = []
+        first = True
+        for o in plan.operands:
+            if o.convert_to is None or o.dtype is None:
+                out.append(None)
+            elif o.weak:
+                out.append(_scalar(o))
+            elif strided and first and len(shape) == 2:
+                # A transposed view: the buffer holds shape[::-1], read with swapped strides.
+                base = random_values(shape[::-1], o.dtype, rng, name)
+                out.append(operand(base, o.dtype, cv.Layout(shape, (1, shape[0]))))
+                first = False
+            elif strided and len(shape) == 2:
+                row = random_values(shape[1:], o.dtype, rng, name)  # broadcast over axis 0
+                out.append(operand(row, o.dtype))
+            else:
+                first = False
+                out.append(operand(random_values(shape, o.dtype, rng, name), o.dtype))
+        return out
+
+    yield "contiguous", build((5, 65), strided=False), options
+    yield "strided-broadcast", build((5, 65), strided=True), options
+    yield "empty", build((0, 3), strided=False), options
+    yield "0-d", build((), strided=False), options
+
+
+def _reduction_cases(
+    plan: cv.OperationPlan, rng: np.random.Generator
+) -> Iterator[tuple[str, list[Any], Any]]:
+    name = plan.operation
+    dtype = plan.operands[0].dtype
+    assert dtype is not None
+    keep = {} if name == "cumsum" else {"keepdims": True}
+
+    def opts(**fields: Any) -> Any:
+        return cv.OperationExecutionOptions(name, **fields)
+
+    # A (5, 300) row-major input (rows longer than a threadgroup) and its transposed view.
+    data = random_values((5, 300), dtype, rng, name)
+    transposed = operand(random_values((300, 5), dtype, rng, name).copy(), dtype)
+    transposed = type(transposed)(transposed.buffer, cv.Layout((5, 300), (1, 5)))
+    yield "all", [operand(data, dtype)], opts()
+    yield "last-axis", [operand(data, dtype)], opts(axis=1)
+    yield "first-axis-strided", [transposed], opts(axis=0, **keep)
+    yield "last-axis-strided", [transposed], opts(axis=-1)
+    yield "3-d", [operand(random_values((3, 4, 70), dtype, rng, name), dtype)], opts(axis=1)
+    yield "empty-rows", [operand(random_values((0, 3), dtype, rng, name), dtype)], opts(axis=1)
+    yield "0-d", [operand(random_values((), dtype, rng, name), dtype)], opts()
+
+
+def reference(
+    plan: cv.OperationPlan, options: Any, operands: Sequence[Any]
+) -> np.ndarray[Any, Any]:
+    """The plan run on Generic with the same logical operands."""
+    inputs = []
+    for value, o in zip(operands, plan.operands, strict=True):
+        if isinstance(value, Operand):
+            assert o.dtype is not None
+            inputs.append(cv.tensor(values_of(value, o.dtype), dtype=o.dtype, carrier=Generic))
+        else:
+            inputs.append(value)
+    op = Generic.allocate(0, cv.float32).dispatch_op(plan.operation)
+    result = op.forward(*inputs, options=options)
+    assert isinstance(result, Tensor)
+    assert result.dtype is plan.outputs[0]
+    return result.numpy()
+
+
+def run(
+    engine: Engine, plan: cv.OperationPlan, options: Any, operands: Sequence[Any]
+) -> np.ndarray[Any, Any]:
+    """The plan run through ``engine`` (results as NumPy, in the plan's output dtype)."""
+    from conveyor_metal._calls import run_plan
+
+    ((buffer, layout),) = run_plan(engine, plan, options, operands, "Metal")
+    view = buffer.as_strided(layout.shape, layout.strides, layout.offset)
+    return _numpy(view.contiguous(), plan.outputs[0]).reshape(layout.shape)
+
+
+def assert_close(name: str, got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> None:
+    """Equal shapes and dtypes; exact for bool/int, a dtype- and function-sized tolerance else."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (
+        got.shape,
+        want.shape,
+        got.dtype,
+        want.dtype,
+    )
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+        return
+    if name in ("reduce_sum", "cumsum"):
+        # Another summation order: error bounded by eps times the sum of magnitudes.
+        scale = 1e-2 if got.dtype == np.float16 else 2e-5
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=scale, atol=scale, equal_nan=True
+        )
+        return
+    if got.dtype == np.float16:
+        rtol, atol = (1e-2, 1e-3) if name in _TRANSCENDENTAL else (1e-3, 1e-4)
+    else:
+        rtol, atol = (2e-5, 1e-6) if name in _TRANSCENDENTAL else (1e-6, 0.0)
+    np.testing.assert_allclose(
+        got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+    )
+
+
+def plan_id(plan: cv.OperationPlan) -> str:
+    """A readable test id: name and operand dtypes (weak scalars marked)."""
+    parts = [
+        "none" if o.dtype is None else (f"weak-{o.dtype.name}" if o.weak else o.dtype.name)
+        for o in plan.operands
+    ]
+    return f"{plan.operation}({','.join(parts)})"
+
+
+def cpu_engine(cache: Any) -> Engine:
+    """An engine running kernels through the C target on CPU torch buffers."""
+    from conveyor_metal._launch import CLauncher
+
+    return Engine("cpu", CLauncher(cache / "c-libraries"), cache / "sources")
+
+
+__all__ = ["assert_close", "cases", "cpu_engine", "operand", "plan_id", "reference", "run", "torch"]
