@@ -93,7 +93,7 @@ def main() -> None:
     nbytes = args.size - args.size % _BLOCK or _BLOCK
     n = nbytes // 4
 
-    print(subprocess.run(["df", "-h", "/work", "/tmp"], capture_output=True, text=True).stdout)
+    print(subprocess.run(["df", "-h", args.directory], capture_output=True, text=True).stdout)
     need = 5 * nbytes  # source file, moved file, evicted copy, image (2 extents)
     free = shutil.disk_usage(args.directory).free
     if free < need:
