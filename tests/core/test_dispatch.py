@@ -1,4 +1,4 @@
-"""The dispatch contract (spec/carrier-dispatch.md), scenario by scenario, on test-only carriers."""
+"""The dispatch contract (docs/contract.md), scenario by scenario, on test-only carriers."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ class TestDunderAll:
         assert private == []
 
 
-# Names DESIGN.md §4-5 fixes at the top level (dispatch functions are checked separately).
+# Names the public API fixes at the top level (dispatch functions are checked separately).
 DESIGN_NAMES = [
     "Carrier",
     "DependentCarrier",
@@ -154,7 +154,7 @@ _DISPATCH_NAMES = sorted(cv.registered_operations()) + sorted(VIEW_OPERATIONS)
 class TestDesignNames:
     @pytest.mark.parametrize("name", DESIGN_NAMES)
     def test_design_name_is_exported(self, name: str) -> None:
-        """Each name DESIGN.md fixes is in conveyor.__all__."""
+        """Each name the public API fixes is in conveyor.__all__."""
         assert name in cv.__all__
 
     @pytest.mark.parametrize("name", PLUGIN_NAMES)
