@@ -258,7 +258,7 @@ class TestRealInstall:
         assert "cvt_real_broken" in strict.stdout
 
     def test_doctor_runs_in_the_environment(self, environment: _Environment) -> None:
-        """`conveyor doctor` reports the broken plugin with the way to block it."""
+        """`conveyor doctor` reports the broken plugin with the way to block it, status 1."""
         done = environment.run("-m", "conveyor.cli", "doctor")
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 1, done.stderr  # problems found
         assert "fix: fix or block it with CONVEYOR_DISABLE_PLUGINS=cvt_real_broken" in done.stdout
