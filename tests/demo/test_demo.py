@@ -44,10 +44,11 @@ class TestQuickDemo:
         assert resume["accuracy_after"] == resume["accuracy_before"]
 
     def test_shared_memory_sibling_is_identical(self, demo: tuple[dict[str, Any], Path]) -> None:
-        """A second process attached to the shared-memory tensors computes CPU's logits."""
+        """A second process attached to the shared-memory tensors computes CPU's logits (to
+        float32 rounding: its matmul sums in another order than CPU's BLAS)."""
         shm = demo[0]["siblings"]["shm"]
         assert shm["second_process_exit"] == 0
-        assert shm["identical"]
+        assert shm["agrees"], shm
 
     def test_out_of_core_is_correct_within_the_budget(
         self, demo: tuple[dict[str, Any], Path]

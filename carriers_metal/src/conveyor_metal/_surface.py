@@ -75,7 +75,11 @@ def advertised(plan: cv.OperationPlan) -> bool:
         return False
     if name in _FLOAT_INPUT_ONLY and not dtype.startswith("float"):
         return False
-    return not (name in _FLOAT_ONLY and not plan.compute.is_floating)
+    if name in _FLOAT_ONLY and not plan.compute.is_floating:
+        return False
+    # pow with a weak float scalar exponent disagrees with Generic at special values (a negative
+    # base to a large power gives nan where Generic gives inf): not advertised until fixed.
+    return not (name == "pow" and any(o.weak for o in plan.operands))
 
 
 def advertised_plans() -> list[cv.OperationPlan]:
