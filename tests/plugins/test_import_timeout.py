@@ -1,0 +1,196 @@
+"""A plugin import that hangs is abandoned after the import timeout; nothing else waits on it.
+
+Every scenario runs in a child process with a timeout (the hung import thread is never joined),
+against real dist-info folders on the child's ``sys.path``: a plugin whose import blocks on an
+event, next to plugins that load normally.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+SUBPROCESS_TIMEOUT_S = 120
+
+
+def _distribution(site: Path, group: str, name: str, source: str) -> None:
+    """Write module ``cvt_<name>`` and a dist-info declaring it as entry point ``name``."""
+    module = f"cvt_{name}"
+    (site / f"{module}.py").write_text('CONVEYOR_PLUGIN_API = "1.0"\n' + textwrap.dedent(source))
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: cvt-{name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {module}\n")
+
+
+def _run(site: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+    clean["PYTHONPATH"] = os.pathsep.join([str(site), *sys.path])
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=SUBPROCESS_TIMEOUT_S,
+    )
+
+
+_HANGS = "import threading\nthreading.Event().wait()\n"
+
+
+def test_hanging_import_is_broken_after_the_timeout_and_the_cli_goes_on(tmp_path: Path) -> None:
+    """`conveyor plugins` with a plugin that never finishes importing: it is broken, named with
+    the time waited and the remedy; every other plugin loads and the command exits normally."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "conveyor.plugins", "hangs", _HANGS)
+
+    done = _run(
+        site,
+        ["-m", "conveyor.cli", "plugins", "--json"],
+        CONVEYOR_PLUGIN_IMPORT_TIMEOUT="1.5",
+    )
+
+    assert done.returncode == 0, done.stderr
+    records = {r["name"]: r for r in json.loads(done.stdout)["plugins"]}
+    hangs = records["hangs"]
+    assert hangs["state"] == "broken"
+    assert hangs["error"].startswith(
+        "plugin 'hangs' of distribution 'cvt-hangs': importing 'cvt_hangs' did not finish within "
+        "1.5 s (the limit set by CONVEYOR_PLUGIN_IMPORT_TIMEOUT='1.5')"
+    )
+    assert "CONVEYOR_DISABLE_PLUGINS=hangs" in hangs["error"]
+    assert "`conveyor plugins --no-load`" in hangs["error"]
+    assert "threading.Event().wait()" in hangs["traceback"]  # where the import thread hangs
+    assert hangs["load_seconds"] >= 1.5
+    assert records["generic"]["state"] == "loaded"
+
+
+_GATE = """
+import threading
+
+import conveyor as cv
+
+RELEASE = threading.Event()
+FINISHED = threading.Event()
+LATE_ERRORS = []
+
+
+class Source(cv.Carrier):
+    pass
+
+
+class Destination(cv.Carrier):
+    pass
+"""
+
+_LATE = """
+import conveyor as cv
+import cvt_gate as gate
+
+cv.register_move_route(source=gate.Source, destination=gate.Destination, copy=print)
+gate.RELEASE.wait()
+try:
+    for register in (
+        lambda: cv.register_move_route(
+            source=gate.Destination, destination=gate.Source, copy=print
+        ),
+        lambda: cv.define_operation("cvt_late.op", roles=("x",), resolve=print),
+    ):
+        try:
+            register()
+        except RuntimeError as exc:
+            gate.LATE_ERRORS.append(str(exc))
+finally:
+    gate.FINISHED.set()
+"""
+
+_PROBE = """
+import json
+import time
+
+import conveyor as cv
+import cvt_gate as gate
+from conveyor.definitions import operation_definition
+from conveyor.plugins import PluginHost, set_default_host
+
+host = PluginHost(group="cvt.timeout", import_timeout=0.5)
+set_default_host(host)
+start = time.monotonic()
+first = {r.name: r for r in host.plugins()}
+took = time.monotonic() - start
+start = time.monotonic()
+host.refresh()
+again = {r.name: r for r in host.plugins()}
+refresh_took = time.monotonic() - start
+gate.RELEASE.set()
+assert gate.FINISHED.wait(60)
+
+
+def routed(source, destination):
+    try:
+        cv.move_route(source, destination)
+    except NotImplementedError:
+        return False
+    return True
+
+
+print(json.dumps({
+    "took": took,
+    "refresh_took": refresh_took,
+    "late": [first["late"].state, first["late"].error],
+    "late_again": [again["late"].state, again["late"].error],
+    "quick": first["quick"].state,
+    "late_errors": gate.LATE_ERRORS,
+    "routes": [routed(gate.Source, gate.Destination), routed(gate.Destination, gate.Source)],
+    "operation": operation_definition("cvt_late.op") is not None,
+}))
+"""
+
+
+def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """A plugin abandoned mid-import: what it registered is withdrawn, what it registers after
+    finishing late is refused, and a refresh while it still runs reports it at once."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cvt_gate.py").write_text(_GATE)
+    _distribution(site, "cvt.timeout", "late", _LATE)
+    _distribution(site, "cvt.timeout", "quick", "")
+    (site / "probe.py").write_text(_PROBE)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    state, error = found["late"]
+    assert state == "broken"
+    assert "did not finish within 0.5 s (the limit set by PluginHost(import_timeout=0.5))" in error
+    assert found["quick"] == "loaded"
+    assert 0.5 <= found["took"] < 30
+    state, error = found["late_again"]
+    assert state == "broken"
+    assert "(module 'cvt_late' is still importing, abandoned" in error
+    assert found["refresh_took"] < 0.5  # did not wait on the hung module's import lock
+    assert len(found["late_errors"]) == 2
+    assert all(
+        message.endswith(
+            "refused, the plugin host abandoned this plugin: plugin 'late' of "
+            "distribution 'cvt-late': importing 'cvt_late' did not finish within "
+            "0.5 s (the limit set by PluginHost(import_timeout=0.5)); it is broken "
+            "and anything it registers later is refused; block it with "
+            "CONVEYOR_DISABLE_PLUGINS=late (`conveyor plugins --no-load` lists "
+            "plugins without importing them), or raise "
+            "CONVEYOR_PLUGIN_IMPORT_TIMEOUT if it is only slow"
+        )
+        for message in found["late_errors"]
+    )
+    assert found["late_errors"][0].startswith("register_move_route: refused")
+    assert found["late_errors"][1].startswith("define_operation cvt_late.op: refused")
+    assert found["routes"] == [False, False]  # the early route withdrawn, the late refused
+    assert found["operation"] is False
