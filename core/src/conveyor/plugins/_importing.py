@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 from importlib.metadata import EntryPoint
 from typing import final
 
@@ -109,6 +108,8 @@ def load_entry_point(entry_point: EntryPoint, timeout: float, abandon: str) -> o
         error = ImportTimeout(abandon)
         frame = sys._current_frames().get(thread.ident or -1)
         if frame is not None:  # where it hangs, for the record's traceback
+            import traceback  # only a timeout needs it
+
             stack = "".join(traceback.format_stack(frame))
             error.add_note(f"the import thread was at:\n{stack}")
         raise error
