@@ -173,9 +173,9 @@ class TestReleaseRacingIO:
         assert released.is_set()
         with pytest.raises(OSError):  # closed now, and not reused by another open yet
             os.fstat(fd)
-        with pytest.raises(RuntimeError, match="descriptor on FileBacked: the carrier was"):
-            with carrier.descriptor():
-                pass
+        refused = pytest.raises(RuntimeError, match="descriptor on FileBacked: the carrier was")
+        with refused, carrier.descriptor():
+            pass
 
     def test_release_inside_its_own_descriptor_block_closes_at_the_end(
         self, tmp_path: Path
