@@ -194,3 +194,50 @@ def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
     assert found["late_errors"][1].startswith("define_operation cvt_late.op: refused")
     assert found["routes"] == [False, False]  # the early route withdrawn, the late refused
     assert found["operation"] is False
+
+
+_INTERRUPT = """
+import json
+import os
+import signal
+import threading
+import time
+
+from conveyor.plugins import PluginHost
+
+host = PluginHost(group="cvt.interrupt", import_timeout=60)
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    host.plugins()
+except KeyboardInterrupt:
+    interrupted = True
+else:
+    interrupted = False
+took = time.monotonic() - start
+records = {r.name: [r.state, r.error] for r in host.plugins()}  # cached: no second interrupt
+print(json.dumps({"interrupted": interrupted, "took": took, "records": records}))
+"""
+
+
+def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> None:
+    """A Ctrl-C while the scan waits for a hanging import interrupts the wait (not after the
+    timeout): the scan stops once, the plugin is broken, later queries answer at once."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "cvt.interrupt", "a_hangs", _HANGS)
+    _distribution(site, "cvt.interrupt", "b_after", "")
+    (site / "probe.py").write_text(_INTERRUPT)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["interrupted"] is True
+    assert found["took"] < 30  # the 60 s import timeout never ran out
+    state, error = found["records"]["a_hangs"]
+    assert state == "broken"
+    assert "importing 'cvt_a_hangs' raised KeyboardInterrupt" in error
+    state, error = found["records"]["b_after"]
+    assert state == "broken"
+    assert "not loaded, because the scan stopped" in error
