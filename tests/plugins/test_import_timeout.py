@@ -52,7 +52,8 @@ def test_hanging_import_is_broken_after_the_timeout_and_the_cli_goes_on(tmp_path
     done = _run(
         site,
         ["-m", "conveyor.cli", "plugins", "--json"],
-        CONVEYOR_PLUGIN_IMPORT_TIMEOUT="1.5",
+        CONVEYOR_PLUGIN_IMPORT_TIMEOUT="3",
+        CONVEYOR_PLUGINS="hangs,generic",
     )
 
     assert done.returncode == 0, done.stderr
@@ -61,12 +62,12 @@ def test_hanging_import_is_broken_after_the_timeout_and_the_cli_goes_on(tmp_path
     assert hangs["state"] == "broken"
     assert hangs["error"].startswith(
         "plugin 'hangs' of distribution 'cvt-hangs': importing 'cvt_hangs' did not finish within "
-        "1.5 s (the limit set by CONVEYOR_PLUGIN_IMPORT_TIMEOUT='1.5')"
+        "3 s (the limit set by CONVEYOR_PLUGIN_IMPORT_TIMEOUT='3')"
     )
     assert "CONVEYOR_DISABLE_PLUGINS=hangs" in hangs["error"]
     assert "`conveyor plugins --no-load`" in hangs["error"]
     assert "threading.Event().wait()" in hangs["traceback"]  # where the import thread hangs
-    assert hangs["load_seconds"] >= 1.5
+    assert hangs["load_seconds"] >= 3
     assert records["generic"]["state"] == "loaded"
 
 
@@ -118,7 +119,7 @@ import cvt_gate as gate
 from conveyor.definitions import operation_definition
 from conveyor.plugins import PluginHost, set_default_host
 
-host = PluginHost(group="cvt.timeout", import_timeout=0.5)
+host = PluginHost(group="cvt.timeout", import_timeout=2)
 set_default_host(host)
 start = time.monotonic()
 first = {r.name: r for r in host.plugins()}
@@ -170,19 +171,19 @@ def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
     found = json.loads(done.stdout)
     state, error = found["late"]
     assert state == "broken"
-    assert "did not finish within 0.5 s (the limit set by PluginHost(import_timeout=0.5))" in error
+    assert "did not finish within 2 s (the limit set by PluginHost(import_timeout=2))" in error
     assert found["quick"] == "loaded"
-    assert 0.5 <= found["took"] < 30
+    assert 2 <= found["took"] < 30
     state, error = found["late_again"]
     assert state == "broken"
     assert "(module 'cvt_late' is still importing, abandoned" in error
-    assert found["refresh_took"] < 0.5  # did not wait on the hung module's import lock
+    assert found["refresh_took"] < 2  # did not wait for the hung module's import
     assert len(found["late_errors"]) == 2
     assert all(
         message.endswith(
             "refused, the plugin host abandoned this plugin: plugin 'late' of "
             "distribution 'cvt-late': importing 'cvt_late' did not finish within "
-            "0.5 s (the limit set by PluginHost(import_timeout=0.5)); it is broken "
+            "2 s (the limit set by PluginHost(import_timeout=2)); it is broken "
             "and anything it registers later is refused; block it with "
             "CONVEYOR_DISABLE_PLUGINS=late (`conveyor plugins --no-load` lists "
             "plugins without importing them), or raise "
@@ -205,7 +206,7 @@ import time
 
 from conveyor.plugins import PluginHost
 
-host = PluginHost(group="cvt.interrupt", import_timeout=60)
+host = PluginHost(group="cvt.interrupt", import_timeout=120)
 threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
 start = time.monotonic()
 try:
@@ -234,7 +235,7 @@ def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["interrupted"] is True
-    assert found["took"] < 30  # the 60 s import timeout never ran out
+    assert found["took"] < 60  # the 120 s import timeout never ran out
     state, error = found["records"]["a_hangs"]
     assert state == "broken"
     assert "importing 'cvt_a_hangs' raised KeyboardInterrupt" in error
