@@ -242,3 +242,38 @@ def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> Non
     state, error = found["records"]["b_after"]
     assert state == "broken"
     assert "not loaded, because the scan stopped" in error
+
+
+_SCANS_AT_IMPORT = """
+from conveyor.plugins import PluginHost
+
+host = PluginHost(group="cvt.reentrant", import_timeout=30)
+RECORDS = {r.name: r.state for r in host.plugins()}
+"""
+
+_REENTRANT_PROBE = """
+import json
+import time
+
+start = time.monotonic()
+import cvt_scans_at_import  # noqa: E402  # the scan runs while this module is imported
+
+print(json.dumps({"took": time.monotonic() - start, "records": cvt_scans_at_import.RECORDS}))
+"""
+
+
+def test_scan_started_inside_an_import_never_waits_on_that_imports_lock(tmp_path: Path) -> None:
+    """A scan started by module-level code imports plugins in that thread: a plugin importing
+    the module being imported gets it at once instead of waiting out the import timeout."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cvt_scans_at_import.py").write_text(_SCANS_AT_IMPORT)
+    _distribution(site, "cvt.reentrant", "needs_it", "import cvt_scans_at_import\n")
+    (site / "probe.py").write_text(_REENTRANT_PROBE)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["records"] == {"needs_it": "loaded"}
+    assert found["took"] < 30

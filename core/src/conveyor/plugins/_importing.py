@@ -6,6 +6,11 @@ other import) goes on; the helper thread is abandoned, never killed. Abandoning 
 plugin's registration journal (``conveyor._journal``): what it registered is withdrawn and
 anything it registers if it finishes late is refused. While the abandoned import is still
 running, a later scan reports its module as still importing instead of waiting on its lock.
+
+A scan that starts while its own thread executes a module's import (module-level code that
+creates a tensor) imports the plugins in that thread, without a time limit, as before: that
+thread holds the import locks of the modules it is importing, and a plugin importing one of them
+from a helper thread would wait for the scan that waits for it.
 """
 
 from __future__ import annotations
@@ -87,6 +92,8 @@ def load_entry_point(entry_point: EntryPoint, timeout: float, abandon: str) -> o
         KeyboardInterrupt: the wait was interrupted; the import is abandoned first.
         BaseException: whatever the import raised.
     """
+    if _inside_an_import():
+        return entry_point.load()
     module = entry_point.module
     age = _still_running(module)
     if age is not None:
@@ -116,6 +123,16 @@ def load_entry_point(entry_point: EntryPoint, timeout: float, abandon: str) -> o
     if attempt.error is not None:
         raise attempt.error
     return attempt.result
+
+
+def _inside_an_import() -> bool:
+    """Whether the calling thread is executing a module import (holds import locks)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _abandon(module: str, thread: threading.Thread, journal: _journal.Journal, why: str) -> None:
