@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from importlib.metadata import EntryPoint
+from types import FrameType
 from typing import final
 
 from conveyor import _journal
@@ -127,7 +128,7 @@ def load_entry_point(entry_point: EntryPoint, timeout: float, abandon: str) -> o
 
 def _inside_an_import() -> bool:
     """Whether the calling thread is executing a module import (holds import locks)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
             return True
