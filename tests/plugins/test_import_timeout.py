@@ -177,7 +177,7 @@ def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
     state, error = found["late_again"]
     assert state == "broken"
     assert "(module 'cvt_late' is still importing, abandoned" in error
-    assert found["refresh_took"] < 2  # did not wait for the hung module's import
+    assert found["refresh_took"] < found["took"]  # did not wait out the timeout again
     assert len(found["late_errors"]) == 2
     assert all(
         message.endswith(
