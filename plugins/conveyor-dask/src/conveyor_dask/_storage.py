@@ -72,6 +72,11 @@ class Distributed:
     def base(self, value: da.Array) -> None:
         self._base = value
 
+    def drop(self) -> None:
+        """Forget the array (its futures), so the workers free its blocks; storage is now empty."""
+        self._base = None
+        self.size = 0
+
     @property
     def chunks(self) -> tuple[int, ...]:
         """The largest chunk's shape."""
@@ -119,8 +124,14 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     return da.block(parts.tolist()) if values.ndim else parts[()], limit
 
 
-def persist(operation: str, arrays: list[da.Array], session: Any) -> list[da.Array]:
-    """``arrays`` computed and kept on the workers; raises what the computation raised."""
+def persist(
+    operation: str, arrays: list[da.Array], session: Any, *, wait: bool = True
+) -> list[da.Array]:
+    """``arrays`` computed and kept on the workers; raises what the computation raised.
+
+    ``wait=False`` only submits the work (for moves of blocks, which cannot fail as a kernel
+    can): whatever reads the result waits for it.
+    """
     import distributed
 
     session.check(operation)
@@ -128,8 +139,9 @@ def persist(operation: str, arrays: list[da.Array], session: Any) -> list[da.Arr
         done = list(session.client.persist(arrays))
     except OSError as exc:
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
-    with session.client.as_current():
-        _cluster.wait(operation, distributed.futures_of(done), session)
+    if wait:
+        with session.client.as_current():
+            _cluster.wait(operation, distributed.futures_of(done), session)
     return done
 
 
@@ -177,10 +189,11 @@ def logical(handle: Distributed, layout: cv.Layout) -> da.Array:
     if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
         if base.ndim <= 1 and len(layout.shape) > 1:
             # Data that arrived flat: keep it in this shape with squarish chunks from now on.
+            # Not waited for: moving persisted blocks cannot fail the way a kernel can, and the
+            # kernel reading it waits anyway (a lost worker is reported there).
             chunks = chunks_for(layout.shape, handle.dtype.numpy, handle.limit)
-            (handle.base,) = persist(
-                "reshape", [base.reshape(layout.shape).rechunk(chunks)], handle.session
-            )
+            shaped = base.reshape(layout.shape).rechunk(chunks)
+            (handle.base,) = persist("reshape", [shaped], handle.session, wait=False)
             return handle.base
         return base.reshape(layout.shape)
     transposed = _as_transpose(layout, base.shape)
@@ -239,9 +252,7 @@ class DaskStorage(cv.StorageProvider):
         return Distributed(None, size, dtype, chunk_bytes((size,), dtype, session), session)
 
     def release(self, handle: Distributed) -> None:
-        import dask.array as da
-
-        handle.base = da.zeros((0,), handle.dtype.numpy)  # drops the futures, freeing workers
+        handle.drop()
 
     def read(self, handle: Distributed, index: int) -> Any:
         return compute("read", _flat(handle)[index], handle.session).item()
