@@ -19,8 +19,6 @@ output dtype are the plan's exactly; dask supplies the distribution:
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -73,20 +71,8 @@ def _session(ctx: _Context) -> Any:
     return _handle(next(x for x in ctx.operands if type(x) is cv.Tensor)).session
 
 
-# Graph names carry a random tag (other clients may share the scheduler), the process id (a
-# forked child keeps the tag and the count) and a count.
-_TAG: Final = os.urandom(6).hex()
-_COUNT: Final = itertools.count()
-
-
 def _fresh(ctx: _Context) -> str:
-    """A unique graph name for a kernel's blocks.
-
-    Naming the layer skips dask's tokenizing of the per-call arguments (a pickle and a hash per
-    call); uniqueness is right because every call publishes a fresh result. A counter is
-    cheaper than a UUID per call and as unique within the scheduler.
-    """
-    return f"{_name(ctx)}-{_TAG}-{os.getpid():x}-{next(_COUNT)}"
+    return _storage.fresh_name(_name(ctx))
 
 
 def _meta(ndim: int, dtype: cv.DType) -> np.ndarray[Any, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "chunk_bytes",
     "chunks_for",
     "compute",
+    "fresh_name",
     "logical",
     "persist",
     "scatter",
@@ -100,14 +102,41 @@ def chunk_bytes(shape: tuple[int, ...], dtype: cv.DType, session: Any) -> int:
     return _cluster.chunk_limit(math.prod(shape) * np.dtype(dtype.numpy).itemsize, session)
 
 
+# Graph names carry a random tag (other clients may share the scheduler), the process id (a
+# forked child keeps the tag and the count) and a count.
+_TAG: Final = os.urandom(6).hex()
+_COUNT: Final = itertools.count()
+# Values up to this many bytes travel inside the graph that stores them, submitted without
+# waiting (the next kernel's wait covers them); larger ones are scattered to the workers.
+_INLINE_BYTES: Final = 1 << 20
+
+
+def fresh_name(prefix: str) -> str:
+    """A unique graph name.
+
+    Naming a layer skips dask's tokenizing of its arguments (a pickle and a hash per call);
+    uniqueness is right because every call publishes a fresh result. A counter is cheaper than
+    a UUID per call and as unique within the scheduler.
+    """
+    return f"{prefix}-{_TAG}-{os.getpid():x}-{next(_COUNT)}"
+
+
 def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, int]:
-    """``values`` cut into chunks and sent straight to the workers, as one dask array."""
+    """``values`` cut into chunks on the workers, as one dask array.
+
+    Small values ride in the graph, so storing them costs no round trip of its own (and a
+    worker lost later can recompute them); larger ones go straight to the workers.
+    """
     import dask.array as da
 
     limit = chunk_bytes(values.shape, dtype, session)
     chunks = chunks_for(values.shape, dtype.numpy, limit)
     if values.size == 0:
         return da.zeros(values.shape, dtype.numpy, chunks=chunks), limit
+    if values.nbytes <= _INLINE_BYTES:
+        inline = da.from_array(np.array(values), chunks=chunks, name=fresh_name("values"))
+        (array,) = persist("move", [inline], session, wait=False)
+        return array, limit
     starts = [list(itertools.accumulate(c, initial=0)) for c in chunks]
     grid = list(itertools.product(*(range(len(c)) for c in chunks)))
     blocks = [
