@@ -88,7 +88,7 @@ def _fault_cluster() -> Iterator[Any]:
 @pytest.fixture
 def fault_cluster(_fault_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The fault cluster with both workers up, connected, with small chunks (many tasks)."""
-    monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "1MiB")  # many tasks, so the kill lands mid-way
+    monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "512KiB")  # many tasks, so the kill lands mid-way
     _fault_cluster.wait_for_workers(2, timeout=60)
     DaskCarrier.connect(_fault_cluster.scheduler.address)
     return _fault_cluster
@@ -104,7 +104,7 @@ def test_killed_worker_gives_the_right_sum_or_names_the_worker(
     this process are gone with their worker, so that case may fail, but only loudly.
     """
     rng = np.random.default_rng(3)
-    values = rng.standard_normal((2048, 2048))  # 32 MiB in 1 MiB chunks
+    values = rng.standard_normal((1024, 2048))  # 16 MiB in 32 chunks of 512 KiB
     if source == "file":
         tensor = cv.move(cv.tensor(values, carrier="cpu"), FileBacked, directory=str(tmp_path))
         x = cv.move(tensor, DaskCarrier)
