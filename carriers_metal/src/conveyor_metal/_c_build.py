@@ -29,7 +29,9 @@ _TIMEOUT_S: Final = 900
 
 def parallel_jobs() -> int:
     """How many compiler or lowering processes to run at once: the CPUs this process may use."""
-    return max(1, min(len(os.sched_getaffinity(0)), 8))
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux only; macOS has cpu_count
+    cpus = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    return max(1, min(cpus, 8))
 
 
 def unit(sources: Sequence[str]) -> str:
