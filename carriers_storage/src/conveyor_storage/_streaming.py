@@ -27,7 +27,7 @@ from conveyor_storage._transitions import checked_plan, claim, write_back
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
 
-__all__ = ["composite_provider", "dense", "prepare"]
+__all__ = ["composite_provider", "prepare"]
 
 _Array = np.ndarray[Any, Any]
 _ELEMENTWISE: Final[dict[str, Callable[..., _Array]]] = {
@@ -391,38 +391,6 @@ def _matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.T
     return out
 
 
-def dense(x: cv.Tensor, what: str) -> cv.Tensor:
-    """The whole tiled tensor copied, tile by tile, into one dense compute tensor."""
-    carrier, mapping = _operand(x)
-    spec = cv.ResultSpec(dtype=x.dtype, shape=x.shape)
-    out = _result(carrier, spec)
-    session = _Session(what, [carrier])
-    held, ahead = session.ahead({id(carrier): 1})
-    session.begin(held)
-    grid = carrier._grid
-
-    def job(coord: Coord) -> Callable[[], Any]:
-        def run() -> Any:
-            values, nbytes = session.load(carrier, mapping, coord)
-            return (coord, values), lambda: session.give(carrier, nbytes)
-
-        return run
-
-    try:
-        jobs = [job(c) for c in grid.coords()]
-        for (coord, values), release in _prefetched(jobs, ahead, what):
-            try:
-                out.carrier.import_span(_box(x.shape, grid.origin(coord), grid.tile_shape), values)
-            finally:
-                release()
-    except BaseException:
-        out.carrier.release()
-        raise
-    finally:
-        session.end()
-    return out
-
-
 def prepare(
     carrier: cv.Carrier, invocation: cv.ResolvedInvocation
 ) -> cv.PreparedComposite | cv.Unsupported:
@@ -469,11 +437,6 @@ def prepare(
     return cv.PreparedComposite(lambda: cv.ProviderResult(_elementwise(invocation)))
 
 
-def _lower_saved(carrier: cv.Carrier, tensor: cv.Tensor) -> cv.Tensor:
-    """How the central VJP reads a saved tiled operand: one dense compute tensor, streamed."""
-    return dense(tensor, "backward")
-
-
 def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
     """The composite of TiledEvictable: the compute classes' plans for ``names``, streamed."""
     try:
@@ -489,5 +452,4 @@ def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
         capabilities=sorted(plans, key=repr),
         result_carriers=compute,
         prepare=prepare,
-        lower_saved=_lower_saved,
     )
