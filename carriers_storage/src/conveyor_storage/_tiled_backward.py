@@ -19,7 +19,7 @@ import conveyor as cv
 from conveyor.definitions import DefinitionOperation
 from conveyor.gradients import vjp
 from conveyor.progress import active, report
-from conveyor_storage._streaming import _operand, _Session
+from conveyor_storage._streaming import Hold, _operand, _Session
 
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
@@ -100,20 +100,20 @@ def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any)
         coords = list(grid.coords())
         for done, coord in enumerate(coords, 1):
             region = grid.region(coord)
-            taken: list[tuple[TiledEvictable, int]] = []
+            taken: list[tuple[TiledEvictable, Hold]] = []
             try:
                 inputs = []
                 for x, t in zip(saved, tiled, strict=True):
                     if t is None:
                         inputs.append(x)
                         continue
-                    values, nbytes = session.load(t[0], t[1], coord)
-                    taken.append((t[0], nbytes))
+                    values, hold = session.load(t[0], t[1], coord)
+                    taken.append((t[0], hold))
                     inputs.append(_tile_tensor(carrier, values, x))
                 parts = _rule(op, tuple(inputs), gradient[region])
             finally:
-                for owner, nbytes in taken:
-                    session.give(owner, nbytes)
+                for owner, hold in taken:
+                    session.give(owner, hold)
             for k, part in enumerate(parts):
                 grads.add(k, region, part)
             if active():
@@ -140,17 +140,17 @@ def _matmul(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> A
     try:
         for kk in range(gk):
             for j in range(gn):
-                bv, bbytes = session.load(b, bmap, (kk, j))
+                bv, bhold = session.load(b, bmap, (kk, j))
                 try:
                     b_tile = _tile_tensor(a, bv, y)
                 finally:
-                    session.give(b, bbytes)
+                    session.give(b, bhold)
                 for i in range(gm):
-                    av, abytes = session.load(a, amap, (i, kk))
+                    av, ahold = session.load(a, amap, (i, kk))
                     try:
                         a_tile = _tile_tensor(a, av, x)
                     finally:
-                        session.give(a, abytes)
+                        session.give(a, ahold)
                     g = gradient[i * tm : (i + 1) * tm, j * tn : (j + 1) * tn]
                     ga, gb = _rule(op, (a_tile, b_tile), g)
                     grads.add(0, _block(i, tm, kk, tk), ga)
