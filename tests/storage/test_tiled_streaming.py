@@ -15,8 +15,7 @@ import pytest
 
 import conveyor as cv
 from conveyor_generic import CPU
-from conveyor_storage import FileBacked, TiledEvictable, TiledResidencyFacet
-from conveyor_storage import _streaming
+from conveyor_storage import FileBacked, TiledEvictable, TiledResidencyFacet, _streaming
 
 RNG = np.random.default_rng(2024)
 _SHAPE, _TILE = (16, 6), (2, 6)  # eight tiles of whole rows: each one contiguous in the file
