@@ -17,6 +17,7 @@ import pytest
 
 import conveyor as cv
 from conveyor_generic import CPU, Generic
+from conveyor_storage import FileBacked, TiledEvictable
 from conveyor_storage._tiled_backward import TiledOperation
 from tests.storage.tiled import build, secondary_factory
 
@@ -130,3 +131,29 @@ class TestBackwardWithinTheBudget:
         out.backward(cv.tensor(np.ones(_SHAPE, np.float32), carrier=CPU))
         assert a.grad is not None and av.shape == _SHAPE
         np.testing.assert_array_equal(a.grad.numpy(), np.full(_SHAPE, 2.5, np.float32))
+
+    @pytest.mark.parametrize(("shape", "tile"), [((), ()), ((0, 3), (1, 3))], ids=["0-d", "empty"])
+    @pytest.mark.parametrize("name", ["mul", "relu", "add", "reduce_sum"])
+    def test_zero_dimensional_and_empty_grids(
+        self, tmp_path: Path, shape: tuple[int, ...], tile: tuple[int, ...], name: str
+    ) -> None:
+        """A one-tile 0-d tensor and a grid with no tiles differentiate like Generic."""
+        values = RNG.uniform(0.5, 1.5, shape).astype(np.float32)
+        grid = tuple(n // t for n, t in zip(shape, tile, strict=True))
+        tiled = TiledEvictable(
+            cv.tensor(values.reshape(-1), cv.float32, carrier=CPU).carrier,
+            FileBacked.allocate(0, cv.float32, directory=str(tmp_path)),
+            grid,
+            tile,
+        )
+        x = cv.Tensor(tiled, cv.Layout(shape))
+        ref = cv.tensor(values, cv.float32, carrier=Generic)
+        grads = []
+        for t, cls in ((x, CPU), (ref, Generic)):
+            t.requires_grad = True
+            out = getattr(cv, name)(*((t, t) if name in ("mul", "add") else (t,)))
+            out.backward(cv.tensor(np.full(out.shape, 0.75, np.float32), carrier=cls))
+            assert t.grad is not None
+            grads.append(np.asarray(t.grad.numpy()))
+        assert grads[0].shape == shape
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)

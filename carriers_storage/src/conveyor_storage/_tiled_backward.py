@@ -49,7 +49,7 @@ def _rule(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> tup
 def _tile_tensor(carrier: TiledEvictable, values: Any, like: cv.Tensor) -> cv.Tensor:
     """One saved tile as a compute tensor (one tile of work space), wanting grad like ``like``."""
     tile = carrier._new_tile(values.size, like.dtype)
-    tile.import_span(cv.Layout(values.shape), np.ascontiguousarray(values))
+    tile.import_span(cv.Layout(values.shape), np.asarray(values, order="C"))  # keeps 0-d
     out = cv.Tensor(tile, cv.Layout(values.shape))
     out.requires_grad = like.requires_grad
     return out
