@@ -62,3 +62,13 @@ class TestCopyHook:
         merged = _run(ops, "rearrange", x, pattern="a b -> (b a)", sizes={})
         assert orders == [(1, 0)]
         np.testing.assert_array_equal(merged.numpy(), np.arange(6.0).reshape(2, 3).T.reshape(6))
+
+    def test_reshape_copy_resolves_a_minus_one_extent(self) -> None:
+        ops, orders = _recording()
+        x = cv.tensor(np.arange(24.0).reshape(2, 3, 4), carrier=Generic)
+        permuted = _run(ops, "permute", x, axes=(2, 0, 1))
+        flat = _run(ops, "reshape", permuted, shape=(2, -1))
+        assert orders == [(0, 1, 2)]
+        assert flat.shape == (2, 12)
+        expected = np.arange(24.0).reshape(2, 3, 4).transpose(2, 0, 1).reshape(2, -1)
+        np.testing.assert_array_equal(flat.numpy(), expected)

@@ -58,7 +58,9 @@ def view_operations(copy: CopyFunction) -> dict[str, type[Operation]]:
 
     def reshaped(x: Tensor, shape: tuple[int, ...], order: tuple[int, ...]) -> Tensor:
         copied = copy(x, order)
-        return Tensor._wrap(copied._carrier, Layout(shape), copied._dtype)
+        layout = copied._layout.reshape(shape)  # resolves a -1 extent
+        assert layout is not None  # a fresh contiguous copy takes any shape of its size
+        return Tensor._wrap(copied._carrier, layout, copied._dtype)
 
     class _View(Operation):
         """Base: the core's view algebra, a copy only when no layout can express the result."""
