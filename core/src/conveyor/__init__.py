@@ -4,13 +4,18 @@
 ``conveyor.plugins`` entry-point group on first need (a tensor naming a carrier, the CLI).
 """
 
-# array_api, numpy_protocols and random also fill Tensor's table of composed operators and
-# protocols when loaded; none of them imports NumPy until first used.
-from conveyor import array_api, plugins, random
+# numpy_protocols and random also fill Tensor's table of composed operators and protocols when
+# loaded; none of them imports NumPy until first used. ``conveyor.array_api`` loads on first
+# access (``__getattr__`` below, or ``Tensor.__array_namespace__``).
+import importlib as _importlib
+from types import ModuleType as _ModuleType
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 # Imported for its effect: it registers the built-in central definitions.
 from conveyor import central_definitions as _central_definitions  # noqa: F401
 from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
+from conveyor import plugins, random
+from conveyor import tensor as _tensor
 from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from conveyor.capabilities import (
     CapabilitySet,
@@ -277,7 +282,32 @@ from conveyor.tensor import (
 )
 from conveyor.warnings import ConveyorWarning
 
+if _TYPE_CHECKING:
+    from conveyor import array_api
+
 __version__ = "0.1.0"
+
+_LAZY_SUBMODULES = frozenset({"array_api"})
+
+
+def __getattr__(name: str) -> _ModuleType:
+    """Load a lazily imported submodule (PEP 562) on first access."""
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"conveyor.{name}")
+    msg = f"module 'conveyor' has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_SUBMODULES})
+
+
+def _array_namespace(api_version: str | None = None) -> object:
+    _importlib.import_module("conveyor.array_api")  # its import replaces this table entry
+    return _tensor._COMPOSED["array_namespace"](api_version)
+
+
+_tensor._COMPOSED.setdefault("array_namespace", _array_namespace)
 
 __all__ = [
     "BoundCall",

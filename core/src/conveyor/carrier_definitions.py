@@ -26,7 +26,7 @@ from conveyor.capabilities import (
 from conveyor.dtypes import DType
 from conveyor.functional import VIEW_OPERATIONS
 from conveyor.layout import Layout
-from conveyor.policy import is_planned
+from conveyor.policy import OperationPlan, is_planned
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -96,7 +96,8 @@ def _check_names(
 def _definition_names(definition: CarrierDefinition) -> list[str]:
     names = [p.operation for p in definition.kernels.patterns] if definition.kernels else []
     if definition.composite is not None:
-        names += [c.operation for c in definition.composite.capabilities]
+        caps = definition.composite.capabilities
+        names += sorted(caps.names) if type(caps) is CapabilitySet else [c.operation for c in caps]
     return names
 
 
@@ -161,50 +162,117 @@ class CarrierDefinition:
         return self.kernels is None and self.composite is None
 
 
+def _names(records: tuple[OperationCapability, ...] | CapabilitySet) -> frozenset[str]:
+    if type(records) is CapabilitySet:
+        return records.names
+    return frozenset(c.operation for c in records)
+
+
+def _of(records: tuple[OperationCapability, ...] | CapabilitySet, name: str) -> Iterable[Any]:
+    if type(records) is CapabilitySet:
+        return records.of(name)
+    return (c for c in records if c.operation == name)
+
+
 @final
 class _Sealed:
-    """A definition-backed class's execution table, frozen at its first observation."""
+    """A definition-backed class's execution table, frozen at its first observation.
 
-    __slots__ = ("capabilities", "composite_names", "planned", "unplanned")
+    Patterns whose plans are a rule-declared ``CapabilitySet`` (``ruled``, one per name) and a
+    rule-declared composite set stay lazy: the sealed set is then itself by rule, building a
+    name's records (kernel plans first, then composite plans no kernel covers) on first query.
+    """
+
+    __slots__ = (
+        "_composite",
+        "_eager",
+        "capabilities",
+        "composite_names",
+        "planned",
+        "ruled",
+        "unplanned",
+    )
 
     def __init__(self, cls: type, definition: CarrierDefinition, packs: list[KernelPack]) -> None:
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
         self.planned: dict[tuple[Any, ...], KernelPattern] = {}
+        self.ruled: dict[str, KernelPattern] = {}
         self.unplanned: dict[str, KernelPattern] = {}
-        capabilities: list[OperationCapability] = []
+        self._eager: dict[str, list[OperationCapability]] = {}
         for pattern in patterns:
-            if is_planned(pattern.operation):
-                if not pattern.plans:
+            name = pattern.operation
+            plans = pattern.plans
+            lazy = type(plans) is CapabilitySet
+            if is_planned(name):
+                if lazy and (name in self.ruled or name in self._eager):
+                    msg = f"{name} on {cls.__name__}: two kernels cover it"
+                    raise ValueError(msg)
+                if lazy:
+                    self.ruled[name] = pattern
+                    continue
+                if not plans:
                     msg = (
-                        f"{pattern.operation} on {cls.__name__}: a kernel pattern of a "
+                        f"{name} on {cls.__name__}: a kernel pattern of a "
                         f"dtype-planned operation must list the exact plans it executes"
                     )
                     raise ValueError(msg)
-                for cap in pattern.plans:
+                if name in self.ruled:
+                    msg = f"{name} on {cls.__name__}: two kernels cover it"
+                    raise ValueError(msg)
+                for cap in plans:
                     if _key(cap) in self.planned:
-                        msg = f"{pattern.operation} on {cls.__name__}: two kernels cover {cap!r}"
+                        msg = f"{name} on {cls.__name__}: two kernels cover {cap!r}"
                         raise ValueError(msg)
                     self.planned[_key(cap)] = pattern
-                    capabilities.append(cap)
+                    self._eager.setdefault(name, []).append(cap)
             else:
-                if pattern.plans:
+                if lazy or plans:
                     msg = (
-                        f"{pattern.operation} on {cls.__name__}: the operation is not "
+                        f"{name} on {cls.__name__}: the operation is not "
                         f"dtype-planned, so its kernel pattern lists no plans"
                     )
                     raise ValueError(msg)
-                if pattern.operation in self.unplanned:
-                    msg = f"{pattern.operation} on {cls.__name__}: two kernels cover it"
+                if name in self.unplanned:
+                    msg = f"{name} on {cls.__name__}: two kernels cover it"
                     raise ValueError(msg)
-                self.unplanned[pattern.operation] = pattern
+                self.unplanned[name] = pattern
         composite = definition.composite
-        self.composite_names: frozenset[str] = frozenset()
-        if composite is not None:
-            capabilities.extend(c for c in composite.capabilities if _key(c) not in self.planned)
-            self.composite_names = frozenset(c.operation for c in composite.capabilities)
-        self.capabilities = CapabilitySet(capabilities)
+        self._composite = composite.capabilities if composite is not None else ()
+        self.composite_names = _names(self._composite)
+        if self.ruled or type(self._composite) is CapabilitySet:
+            names = {*self._eager, *self.ruled, *self.composite_names}
+            self.capabilities = CapabilitySet.by_rule(names, self._records)
+        else:
+            self.capabilities = CapabilitySet(
+                [cap for caps in self._eager.values() for cap in caps]
+                + [c for c in self._composite if _key(c) not in self.planned]
+            )
+
+    def _records(self, name: str) -> list[OperationCapability]:
+        """The sealed records of ``name``: its kernels' plans, then composite plans beyond them."""
+        found = list(self._eager.get(name, ()))
+        ruled = self.ruled.get(name)
+        if ruled is not None:
+            found.extend(ruled.plans.of(name) if type(ruled.plans) is CapabilitySet else ())
+        if name in self.composite_names:
+            covered = {_key(c) for c in found}
+            found.extend(c for c in _of(self._composite, name) if _key(c) not in covered)
+        return found
+
+    def pattern(self, plan: OperationPlan) -> KernelPattern | None:
+        """The kernel pattern executing ``plan``, or ``None`` (composite execution)."""
+        found = self.planned.get(_key(plan))
+        if found is None:
+            ruled = self.ruled.get(plan.operation)
+            if (
+                ruled is not None
+                and type(ruled.plans) is CapabilitySet
+                and ruled.plans.supports(plan)
+            ):
+                return ruled
+        return found
 
     def covers(self, name: str) -> bool:
         return (

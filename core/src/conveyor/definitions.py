@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from conveyor.capabilities import _key
 from conveyor.carrier_definitions import (
     CarrierDefinition,
     _Sealed,
@@ -455,7 +454,7 @@ class DefinitionOperation(Operation):
 
     def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
         if invocation.plan is not None:
-            return self._table.planned.get(_key(invocation.plan))
+            return self._table.pattern(invocation.plan)
         return self._table.unplanned.get(invocation.operation)
 
     def _run_kernel(
