@@ -137,9 +137,9 @@ class TestBoundCallsKeepTheContract:
         assert out.tolist() == [2.0 * x for x in range(8)]
 
 
-# A repeated view: Tensor.reshape, the public function, the options' validation (five calls
-# for a shape), the view operation's _forward and _view, and Tensor._wrap.
-REPEATED_RESHAPE_PYTHON_CALLS = 10
+# A repeated view: Tensor.reshape, the public function (its options reused, not re-validated),
+# the view operation's _forward and _view, and Tensor._wrap.
+REPEATED_RESHAPE_PYTHON_CALLS = 5
 
 
 class TestCheapViews:
@@ -150,6 +150,34 @@ class TestCheapViews:
         calls = python_calls(lambda: a.reshape(2, 4))
         assert len(calls) <= REPEATED_RESHAPE_PYTHON_CALLS, calls
         assert "view_layout" not in calls
+        assert "__init__" not in calls  # neither options nor Layout validated again
+
+    @pytest.mark.parametrize(
+        "view", [lambda a: a.unsqueeze(0), lambda a: a.broadcast_to((3, 8)), lambda a: a.squeeze()]
+    )
+    def test_other_repeated_views_make_as_few_calls(self, view: Callable[..., Any]) -> None:
+        a, _ = tiny()
+        for _ in range(3):
+            view(a)
+        calls = python_calls(lambda: view(a))[1:]  # the parametrised lambda itself
+        assert len(calls) <= REPEATED_RESHAPE_PYTHON_CALLS, calls
+
+    def test_repeated_keywords_reuse_one_validated_options_record(self) -> None:
+        a = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU, requires_grad=True)
+        first, second = a.reshape(2, 4), a.reshape(2, 4)
+        assert first.autograd_ctx is not second.autograd_ctx  # fresh operations still
+        assert first.autograd_ctx.options is second.autograd_ctx.options
+        assert first.autograd_ctx.options == cv.OperationExecutionOptions("reshape", shape=(2, 4))
+
+    def test_equal_values_of_other_types_are_validated_on_their_own(self) -> None:
+        a, _ = tiny()
+        a.unsqueeze(0)  # memoises the int 0
+        with pytest.raises(TypeError, match="unsqueeze"):
+            a.unsqueeze(False)  # False == 0, but a bool is no axis
+        a.reshape(2, 4)
+        with pytest.raises(TypeError, match="reshape"):
+            cv.reshape(a, shape=(True, 8))  # (True, 8) == (1, 8)
+        assert cv.reshape(a, shape=(1, 8)).shape == (1, 8)
 
     def test_a_repeated_view_shares_one_memoised_layout(self) -> None:
         a, _ = tiny()
