@@ -914,10 +914,11 @@ def _resolve_carrier(carrier: Any) -> type[Carrier]:
 
 
 def _from_array(values: np.ndarray[Any, Any], dtype: DType, cls: type[Carrier]) -> Tensor:
-    carrier = cls.allocate(values.size, dtype)
-    if values.size:
-        carrier.import_span(Layout((values.size,)), values.reshape(-1))
-    return Tensor._wrap(carrier, Layout(values.shape), dtype)
+    size = values.size
+    carrier = cls.allocate(size, dtype)
+    if size:
+        carrier.import_span(Layout.contiguous((size,)), values.reshape(-1))
+    return Tensor._wrap(carrier, Layout.contiguous(values.shape), dtype)
 
 
 def _infer_dtype(data: Any, array: np.ndarray[Any, Any]) -> DType:
@@ -1067,7 +1068,10 @@ def zeros_like(t: Tensor) -> Tensor:
 
 
 def ones_like(t: Tensor) -> Tensor:
-    return full(t.shape, 1, t.dtype, type(t.carrier))
+    import numpy as np
+
+    # The shape and dtype of a tensor are valid already (backward's seed gradient is this).
+    return _from_array(np.ones(t._layout.shape, t._dtype.numpy), t._dtype, type(t._carrier))
 
 
 def arange(
