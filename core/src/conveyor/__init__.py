@@ -309,6 +309,14 @@ def _array_namespace(api_version: str | None = None) -> object:
 
 _tensor._COMPOSED.setdefault("array_namespace", _array_namespace)
 
+
+def _carrier_named(name: str) -> type[Carrier]:
+    """A carrier class by registered name, from the plugin host (``carrier="cpu"``)."""
+    return plugins.host().carrier(name)
+
+
+_tensor._bind("_carrier_named", _carrier_named)
+
 __all__ = [
     "BoundCall",
     "CapabilitySet",

@@ -24,6 +24,7 @@ from conveyor.capabilities import (
 from conveyor.definitions import carrier_definition, dispatch_definition
 from conveyor.dtypes import DType
 from conveyor.operation import Operation
+from conveyor.tensor import _bind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -402,3 +403,6 @@ def closed_carrier(cls: _C) -> _C:
 def is_closed_carrier(cls: type) -> bool:
     """Whether ``cls`` was closed with ``closed_carrier``."""
     return cls in _CLOSED
+
+
+_bind("Carrier", Carrier)  # the Carrier check of Tensor() and carrier arguments

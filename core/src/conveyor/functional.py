@@ -8,6 +8,7 @@ dispatches a fresh operation on the first tensor's carrier and calls ``forward``
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from conveyor.operation import _SPECS, Operation, _check_result
 from conveyor.options import OperationExecutionOptions, options_schema
 from conveyor.policy import OperationPlan, operation_spec
 from conveyor.tensor import Tensor
+from conveyor.tensor import _bind as _bind_in_tensor_layer
 
 if TYPE_CHECKING:
     from conveyor.carrier import Carrier
@@ -372,3 +374,5 @@ reshape = _view("reshape")
 squeeze = _view("squeeze")
 unsqueeze = _view("unsqueeze")
 view = _view("view")
+
+_bind_in_tensor_layer("_F", sys.modules[__name__])  # Tensor's operator sugar

@@ -32,7 +32,7 @@ from conveyor.layout import Layout
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
 from conveyor.providers import StorageProvider
-from conveyor.tensor import Tensor
+from conveyor.tensor import Tensor, _bind
 
 __all__ = ["MoveRoute", "move", "move_route", "move_routes", "register_move_route", "span_copy"]
 
@@ -350,3 +350,6 @@ def move(tensor: Tensor, destination: type[Carrier] | str, /, **options: Any) ->
     result = _operation(tensor, destination, options).forward(tensor)
     assert isinstance(result, Tensor)  # _Move returns one tensor
     return result
+
+
+_bind("_move", move)  # Tensor.to and in-place writes from another carrier
