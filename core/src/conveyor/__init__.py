@@ -11,8 +11,12 @@ import importlib as _importlib
 from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from conveyor import carrier_definitions as _carrier_definitions
+
 # Imported for its effect: it registers the built-in central definitions.
 from conveyor import central_definitions as _central_definitions  # noqa: F401
+from conveyor import definitions as _definitions
+from conveyor import move as _move
 from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
 from conveyor import plugins, random
 from conveyor import tensor as _tensor
@@ -315,7 +319,17 @@ def _carrier_named(name: str) -> type[Carrier]:
     return plugins.host().carrier(name)
 
 
+def _scanned_host() -> plugins.PluginHost | None:
+    """The default plugin host, only once it has scanned (else ``None``: no scan is started)."""
+    default = plugins._host._default
+    return default if default is not None and default._discovery is not None else None
+
+
+# The plugin host is the top of the core: the layers below read it through these bindings.
 _tensor._bind("_carrier_named", _carrier_named)
+_move._bind_here("_host", plugins.host)
+_definitions._bind("_scanned_host", _scanned_host)
+_carrier_definitions._bind("_scanned_host", _scanned_host)
 
 __all__ = [
     "BoundCall",

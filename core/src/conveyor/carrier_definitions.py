@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 import attrs
 
 from conveyor import _journal
+from conveyor import carrier as _carrier_layer
+from conveyor._binding import binder
 from conveyor.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -23,15 +25,18 @@ from conveyor.capabilities import (
     declared_capabilities,
     register_operation_capabilities,
 )
+from conveyor.carrier import Carrier, is_closed_carrier
 from conveyor.dtypes import DType
 from conveyor.functional import VIEW_OPERATIONS
 from conveyor.layout import Layout
 from conveyor.policy import OperationPlan, is_planned
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from conveyor.move import register_move_route as _register_move_route
+    from conveyor.plugins import PluginHost
 
-    from conveyor.carrier import Carrier
+    def _scanned_host() -> PluginHost | None: ...
+
 
 from conveyor.providers import (
     CarrierFacet,
@@ -317,7 +322,6 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
             kernel pattern or composite capability covers a name with no central definition.
     """
     from conveyor.capabilities import _DECLARED
-    from conveyor.carrier import Carrier, is_closed_carrier
 
     if not isinstance(cls, type) or not issubclass(cls, Carrier):
         msg = f"register_carrier_definition: {cls!r} is not a Carrier class"
@@ -349,10 +353,8 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
         _DEFINITIONS[cls] = definition
         _install_hooks(cls)
     if definition.transfers:
-        from conveyor.move import register_move_route
-
         for route in definition.transfers:
-            register_move_route(
+            _register_move_route(
                 source=route.source,
                 destination=route.destination,
                 copy=route.provider.transfer,
@@ -411,10 +413,8 @@ def _contributed_packs(cls: type) -> list[KernelPack]:
     Only a host that already scanned is asked: a first observation during plugin loading must not
     start a scan from inside a scan.
     """
-    from conveyor.plugins import _host
-
-    default = _host._default
-    if default is None or default._discovery is None:
+    default = _scanned_host()
+    if default is None:
         return []
     found = []
     for item in default.kernel_packs():
@@ -592,8 +592,6 @@ _IMPLEMENTATIONS: Final[dict[str, Any]] = {
 
 
 def _install_hooks(cls: type) -> None:
-    from conveyor.carrier import Carrier
-
     for hook in _HOOKS:
         owner = next(c for c in cls.__mro__ if hook in c.__dict__)
         if owner is Carrier:  # still the base default
@@ -649,3 +647,11 @@ def check_contributed_pack(item: KernelPack, earlier: Iterable[tuple[KernelPack,
                     f"{exc} (kernel pack {item.name!r} collides with pack {pack.name!r} of {owner})"
                 )
                 raise ValueError(msg) from None
+
+
+_carrier_layer._bind("_carrier_definition", carrier_definition)  # Carrier.dispatch_op
+_carrier_layer._bind("_carrier_facet", carrier_facet)  # Carrier.facet
+
+# Moves and the plugin host sit above this layer; they bind what it needs (the host: only one
+# that already scanned, so a first observation during plugin loading starts no scan).
+_bind: Final = binder(globals(), ("_register_move_route", "_scanned_host"))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
 from conveyor import dtypes, printing
+from conveyor._binding import binder
 from conveyor.dtypes import DType
 from conveyor.grad_mode import is_grad_enabled as _grad_enabled
 from conveyor.grad_mode import saved_for_backward
@@ -1083,12 +1084,4 @@ def arange(
 # Tensor's operator sugar, backward, moves, the Carrier type and carrier names belong to layers
 # above this one (functional, autograd, move, carrier, the plugin host); this layer never
 # imports them. Each binds its piece here when it loads (``conveyor`` imports them all).
-_BINDABLE: Final = frozenset({"_F", "_backward", "_move", "Carrier", "_carrier_named"})
-
-
-def _bind(name: str, value: object) -> None:
-    """Bind ``name`` (one of ``_BINDABLE``) to the piece a layer above owns."""
-    if name not in _BINDABLE:
-        msg = f"tensor layer: {name!r} is not a bindable name ({', '.join(sorted(_BINDABLE))})"
-        raise ValueError(msg)
-    globals()[name] = value
+_bind: Final = binder(globals(), ("_F", "_backward", "_move", "Carrier", "_carrier_named"))
