@@ -1,4 +1,4 @@
-"""Start-up loads only what it needs: ``import conveyor`` and a first CPU tensor, in fresh processes.
+"""Start-up loads only what it needs: ``import conveyor`` and a first CPU tensor, (fresh processes).
 
 Checked with ``-X importtime`` (every module a child interpreter imports), so a heavy import
 slipping into a module body fails here rather than only in ``benchmarks/startup.py``.
