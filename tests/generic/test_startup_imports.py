@@ -1,7 +1,7 @@
-"""Start-up loads only what it needs: ``import conveyor`` and a first CPU tensor, (fresh processes).
+"""Start-up loads only what it needs: ``import conveyor`` and a first CPU tensor.
 
-Checked with ``-X importtime`` (every module a child interpreter imports), so a heavy import
-slipping into a module body fails here rather than only in ``benchmarks/startup.py``.
+Checked in fresh processes with ``-X importtime`` (every module a child interpreter imports),
+so a heavy import slipping into a module body fails here, not only in ``benchmarks/startup.py``.
 """
 
 from __future__ import annotations
