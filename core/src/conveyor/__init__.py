@@ -319,6 +319,11 @@ def _carrier_named(name: str) -> type[Carrier]:
     return plugins.host().carrier(name)
 
 
+def _default_host() -> plugins.PluginHost:
+    """``conveyor.plugins.host()``, looked up on every call (a replaced host takes effect)."""
+    return plugins.host()
+
+
 def _scanned_host() -> plugins.PluginHost | None:
     """The default plugin host, only once it has scanned (else ``None``: no scan is started)."""
     default = plugins._host._default
@@ -327,7 +332,7 @@ def _scanned_host() -> plugins.PluginHost | None:
 
 # The plugin host is the top of the core: the layers below read it through these bindings.
 _tensor._bind("_carrier_named", _carrier_named)
-_move._bind_here("_host", plugins.host)
+_move._bind_here("_host", _default_host)
 _definitions._bind("_scanned_host", _scanned_host)
 _carrier_definitions._bind("_scanned_host", _scanned_host)
 
