@@ -194,6 +194,14 @@ class TestCheapViews:
         assert u.reshape(8).tolist() == list(range(8))
         assert t.permute(1, 0).layout == cv.Layout((2, 4))
 
+    @pytest.mark.parametrize("carrier", [CPU, Generic])
+    def test_a_copying_reshape_resolves_an_inferred_extent(self, carrier: type) -> None:
+        values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        t = cv.tensor(values, carrier=carrier).permute(2, 0, 1)  # no layout expresses (-1,)
+        flat = t.reshape(-1)
+        assert flat.shape == (24,)
+        assert flat.tolist() == values.transpose(2, 0, 1).reshape(-1).tolist()
+
     def test_algebra_layouts_equal_validated_ones(self) -> None:
         layout = cv.Layout((2, 3, 4))
         assert layout.permute((2, 0, 1)) == cv.Layout((4, 2, 3), (1, 12, 4))
