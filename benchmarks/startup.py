@@ -21,12 +21,13 @@ ROUNDS = 5
 TIMEOUT = 120.0
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-# Each probe prints the seconds its statement took inside a fresh interpreter.
+# Each probe prints the wall and CPU seconds its statement took inside a fresh interpreter (CPU
+# time is what a loaded, shared machine distorts least).
 _PROBE = """
 import time
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 {statement}
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 CASES: tuple[tuple[str, str], ...] = (
@@ -41,8 +42,8 @@ CASES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _child(code: str) -> float | None:
-    """Seconds reported by one fresh interpreter, or None when it failed (torch missing)."""
+def _child(code: str) -> tuple[float, float] | None:
+    """(wall, CPU) seconds reported by one fresh interpreter, or None when it failed."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", code],
@@ -56,7 +57,8 @@ def _child(code: str) -> float | None:
         return None
     if done.returncode != 0:
         return None
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def _process_pass() -> float:
@@ -66,15 +68,19 @@ def _process_pass() -> float:
     return time.perf_counter() - start
 
 
-def _best(code: str) -> float | None:
+def _best(code: str) -> tuple[float, float] | None:
+    """The best wall and the best CPU time over ``ROUNDS`` children (each minimum on its own)."""
     _child(code)  # warm-up: writes the bytecode caches
     times = [t for t in (_child(code) for _ in range(ROUNDS)) if t is not None]
-    return min(times) if times else None
+    if not times:
+        return None
+    return min(t[0] for t in times), min(t[1] for t in times)
 
 
 def _numpy_loaded_by_import() -> bool:
-    code = "import sys, conveyor\nprint(0.0 if 'numpy' in sys.modules else 1.0)"
-    return _child(code) == 0.0
+    code = "import sys, conveyor\nprint(0.0 if 'numpy' in sys.modules else 1.0, 0.0)"
+    found = _child(code)
+    return found is not None and found[0] == 0.0
 
 
 def main() -> None:
@@ -88,17 +94,25 @@ def main() -> None:
         "import conveyor": "<= 60 ms, no NumPy",
         "first cv.tensor(carrier='cpu') + add": "<= import numpy + 150 ms",
     }
-    rows = [("python -c pass (whole process)", f"{process * 1e3:.1f} ms", "", "")]
+    rows: list[tuple[str, ...]] = [
+        ("python -c pass (whole process)", f"{process * 1e3:.1f} ms", "", "", "", "")
+    ]
     for name, _ in CASES:
-        seconds = results[name]
-        shown = "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
-        over = ""
-        if seconds is not None and numpy_time is not None and name not in ("import numpy",):
-            over = f"{(seconds - numpy_time) * 1e3:+.1f} ms"
-        rows.append((name, shown, over, goals.get(name, "info")))
+        found = results[name]
+        cells = []
+        for i in (0, 1):
+            if found is None:
+                cells += ["-", ""]
+                continue
+            cells.append(f"{found[i] * 1e3:.1f} ms")
+            over = ""
+            if numpy_time is not None and name != "import numpy":
+                over = f"{(found[i] - numpy_time[i]) * 1e3:+.1f} ms"
+            cells.append(over)
+        rows.append((name, *cells, goals.get(name, "info")))
     numpy_note = "yes" if _numpy_loaded_by_import() else "no"
-    rows.append(("import conveyor loads NumPy", numpy_note, "", "goal: no"))
-    headers = ("what", "time", "vs import numpy", "goal")
+    rows.append(("import conveyor loads NumPy", numpy_note, "", "", "", "goal: no"))
+    headers = ("what", "wall", "vs numpy", "CPU", "vs numpy", "goal")
     widths = [max(len(r[i]) for r in (headers, *rows)) for i in range(len(headers))]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     print(line.format(*headers))

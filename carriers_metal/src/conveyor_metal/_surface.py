@@ -20,7 +20,7 @@ from typing import Final
 import conveyor as cv
 from conveyor.policy import enumerate_plans
 
-__all__ = ["FAMILIES", "advertised", "advertised_plans"]
+__all__ = ["FAMILIES", "advertised", "advertised_capabilities", "advertised_plans"]
 
 _TENSOR_DTYPES: Final = frozenset({"float32", "float16", "int32", "bool"})
 _RESULT_DTYPES: Final = _TENSOR_DTYPES | {"int64"}
@@ -79,3 +79,12 @@ def advertised(plan: cv.OperationPlan) -> bool:
 def advertised_plans() -> list[cv.OperationPlan]:
     """Every plan the policy can resolve that a Metal kernel implements, in policy order."""
     return [plan for plan in enumerate_plans() if advertised(plan)]
+
+
+def advertised_capabilities() -> cv.CapabilitySet:
+    """``advertised_plans`` as a set declared by rule: a name's plans are built on first query."""
+
+    def rule(name: str) -> list[cv.OperationCapability]:
+        return [cv.OperationCapability.from_plan(p) for p in enumerate_plans(name) if advertised(p)]
+
+    return cv.CapabilitySet.by_rule(FAMILIES, rule)

@@ -23,7 +23,7 @@ from conveyor.gradients import vjp
 from conveyor.tensor import Tensor
 from conveyor_metal._platform import REASON, unavailable_reason
 from conveyor_metal._storage import TorchStorage
-from conveyor_metal._surface import FAMILIES, advertised_plans
+from conveyor_metal._surface import FAMILIES, advertised_capabilities
 from conveyor_metal._views import VIEW_OPERATIONS
 
 if TYPE_CHECKING:
@@ -116,6 +116,4 @@ _OPERATIONS: dict[str, type[cv.Operation]] = {
 }
 
 # Metal advertises exactly what its kernels implement (``_surface``), once, sealed.
-cv.register_operation_capabilities(
-    Metal, [cv.OperationCapability.from_plan(plan) for plan in advertised_plans()]
-)
+cv.register_operation_capabilities(Metal, advertised_capabilities())

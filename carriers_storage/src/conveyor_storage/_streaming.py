@@ -496,11 +496,14 @@ def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
         compute: tuple[type[cv.Carrier], ...] = ()
     else:
         compute = (CPU, Generic)
-    plans = {
-        cap for cls in compute for cap in cv.declared_capabilities(cls) if cap.operation in names
-    }
+
+    def plans(name: str) -> list[cv.OperationCapability]:
+        # By rule: the compute classes' records of one name, built when it is first queried.
+        found = {cap for cls in compute for cap in cv.declared_capabilities(cls).of(name)}
+        return sorted(found, key=repr)
+
     return cv.CompositeProvider(
-        capabilities=sorted(plans, key=repr),
+        capabilities=cv.CapabilitySet.by_rule(names, plans),
         result_carriers=compute,
         prepare=prepare,
     )

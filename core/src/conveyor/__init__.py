@@ -4,13 +4,22 @@
 ``conveyor.plugins`` entry-point group on first need (a tensor naming a carrier, the CLI).
 """
 
-# array_api, numpy_protocols and random also fill Tensor's table of composed operators and
-# protocols when loaded; none of them imports NumPy until first used.
-from conveyor import array_api, plugins, random
+# numpy_protocols and random also fill Tensor's table of composed operators and protocols when
+# loaded; none of them imports NumPy until first used. ``conveyor.array_api`` loads on first
+# access (``__getattr__`` below, or ``Tensor.__array_namespace__``).
+import importlib as _importlib
+from types import ModuleType as _ModuleType
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from conveyor import carrier_definitions as _carrier_definitions
 
 # Imported for its effect: it registers the built-in central definitions.
 from conveyor import central_definitions as _central_definitions  # noqa: F401
+from conveyor import definitions as _definitions
+from conveyor import move as _move
 from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
+from conveyor import plugins, random
+from conveyor import tensor as _tensor
 from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from conveyor.capabilities import (
     CapabilitySet,
@@ -277,7 +286,55 @@ from conveyor.tensor import (
 )
 from conveyor.warnings import ConveyorWarning
 
+if _TYPE_CHECKING:
+    from conveyor import array_api
+
 __version__ = "0.1.0"
+
+_LAZY_SUBMODULES = frozenset({"array_api"})
+
+
+def __getattr__(name: str) -> _ModuleType:
+    """Load a lazily imported submodule (PEP 562) on first access."""
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"conveyor.{name}")
+    msg = f"module 'conveyor' has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_SUBMODULES})
+
+
+def _array_namespace(api_version: str | None = None) -> object:
+    _importlib.import_module("conveyor.array_api")  # its import replaces this table entry
+    return _tensor._COMPOSED["array_namespace"](api_version)
+
+
+_tensor._COMPOSED.setdefault("array_namespace", _array_namespace)
+
+
+def _carrier_named(name: str) -> type[Carrier]:
+    """A carrier class by registered name, from the plugin host (``carrier="cpu"``)."""
+    return plugins.host().carrier(name)
+
+
+def _default_host() -> plugins.PluginHost:
+    """``conveyor.plugins.host()``, looked up on every call (a replaced host takes effect)."""
+    return plugins.host()
+
+
+def _scanned_host() -> plugins.PluginHost | None:
+    """The default plugin host, only once it has scanned (else ``None``: no scan is started)."""
+    default = plugins._host._default
+    return default if default is not None and default._discovery is not None else None
+
+
+# The plugin host is the top of the core: the layers below read it through these bindings.
+_tensor._bind("_carrier_named", _carrier_named)
+_move._bind_here("_host", _default_host)
+_definitions._bind("_scanned_host", _scanned_host)
+_carrier_definitions._bind("_scanned_host", _scanned_host)
 
 __all__ = [
     "BoundCall",

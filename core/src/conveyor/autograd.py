@@ -22,7 +22,7 @@ from conveyor.grad_mode import (
     saved_for_backward,
     set_grad_enabled,
 )
-from conveyor.tensor import Tensor, ones_like
+from conveyor.tensor import Tensor, _bind, ones_like
 
 if TYPE_CHECKING:
     from conveyor.operation import Operation
@@ -224,3 +224,6 @@ def _current_grad(target: Tensor) -> Tensor | None:
         )
         raise RuntimeError(msg)
     return grad
+
+
+_bind("_backward", backward)  # Tensor.backward

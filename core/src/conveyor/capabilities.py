@@ -189,6 +189,12 @@ class CapabilitySet:
     def __len__(self) -> int:
         return len(self._complete())
 
+    def of(self, name: str) -> tuple[OperationCapability, ...]:
+        """The records of ``name`` alone (a rule-declared set builds only that name)."""
+        if name in self._pending:
+            self._materialise(name)
+        return tuple([cap for cap in self._by_key.values() if cap.operation == name])
+
     def __iter__(self) -> Iterator[OperationCapability]:
         return iter(list(self._complete().values()))
 

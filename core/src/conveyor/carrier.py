@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
 from conveyor import dtypes
+from conveyor._binding import binder
 from conveyor.capabilities import (
     _DECLARED,
     CapabilitySet,
@@ -21,13 +22,16 @@ from conveyor.capabilities import (
     UnsupportedOperationPlan,
     declared_capabilities,
 )
-from conveyor.definitions import carrier_definition, dispatch_definition
 from conveyor.dtypes import DType
 from conveyor.operation import Operation
+from conveyor.tensor import _bind as _bind_in_tensor_layer
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from conveyor.carrier_definitions import carrier_definition as _carrier_definition
+    from conveyor.carrier_definitions import carrier_facet as _carrier_facet
+    from conveyor.definitions import dispatch_definition as _dispatch_definition
     from conveyor.layout import Layout
     from conveyor.policy import OperationPlan
     from conveyor.providers import CarrierFacet
@@ -269,9 +273,7 @@ class Carrier:
 
     def facet(self, facet: type[_Facet]) -> _Facet | None:
         """The ``facet`` contract this carrier's exact definition offers, or ``None``."""
-        from conveyor.carrier_definitions import carrier_facet
-
-        return carrier_facet(self, facet)
+        return _carrier_facet(self, facet)
 
     def require_facet(self, facet: type[_Facet]) -> _Facet:
         """Like ``facet``, but a carrier without it raises ``NotImplementedError`` naming both."""
@@ -302,9 +304,9 @@ class Carrier:
                 f"{operation_name!r} ({type(operation_name).__name__})"
             )
             raise TypeError(msg)
-        definition = carrier_definition(cls)
+        definition = _carrier_definition(cls)
         if definition is not None:
-            op: object = dispatch_definition(self, definition, operation_name)
+            op: object = _dispatch_definition(self, definition, operation_name)
         else:
             op = self._dispatch_op(operation_name)
         if not isinstance(op, Operation):
@@ -336,7 +338,7 @@ class Carrier:
         (same class, same stamps) and cache the rest of the dispatch. ``None``: always ask.
         """
         table = cls.__dict__.get("_dispatch_classes")
-        if table is None or carrier_definition(cls) is not None:
+        if table is None or _carrier_definition(cls) is not None:
             return None
         op_cls: type[Operation] | None = table.get(operation_name)
         if op_cls is None or op_cls.__init__ is not Operation.__init__:
@@ -402,3 +404,10 @@ def closed_carrier(cls: _C) -> _C:
 def is_closed_carrier(cls: type) -> bool:
     """Whether ``cls`` was closed with ``closed_carrier``."""
     return cls in _CLOSED
+
+
+_bind_in_tensor_layer("Carrier", Carrier)  # the Carrier check of Tensor() and carrier arguments
+
+# Definition-backed dispatch and facets belong to the definitions layers above this one; they
+# bind their pieces here when they load (``conveyor.carrier_definitions``, ``.definitions``).
+_bind: Final = binder(globals(), ("_carrier_definition", "_carrier_facet", "_dispatch_definition"))

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 import attrs
 
 from conveyor import _journal
+from conveyor import carrier as _carrier_layer
+from conveyor._binding import binder
 from conveyor.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -23,15 +25,18 @@ from conveyor.capabilities import (
     declared_capabilities,
     register_operation_capabilities,
 )
+from conveyor.carrier import Carrier, is_closed_carrier
 from conveyor.dtypes import DType
 from conveyor.functional import VIEW_OPERATIONS
 from conveyor.layout import Layout
-from conveyor.policy import is_planned
+from conveyor.policy import OperationPlan, is_planned
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from conveyor.move import register_move_route as _register_move_route
+    from conveyor.plugins import PluginHost
 
-    from conveyor.carrier import Carrier
+    def _scanned_host() -> PluginHost | None: ...
+
 
 from conveyor.providers import (
     CarrierFacet,
@@ -96,7 +101,8 @@ def _check_names(
 def _definition_names(definition: CarrierDefinition) -> list[str]:
     names = [p.operation for p in definition.kernels.patterns] if definition.kernels else []
     if definition.composite is not None:
-        names += [c.operation for c in definition.composite.capabilities]
+        caps = definition.composite.capabilities
+        names += sorted(caps.names) if type(caps) is CapabilitySet else [c.operation for c in caps]
     return names
 
 
@@ -161,50 +167,117 @@ class CarrierDefinition:
         return self.kernels is None and self.composite is None
 
 
+def _names(records: tuple[OperationCapability, ...] | CapabilitySet) -> frozenset[str]:
+    if type(records) is CapabilitySet:
+        return records.names
+    return frozenset(c.operation for c in records)
+
+
+def _of(records: tuple[OperationCapability, ...] | CapabilitySet, name: str) -> Iterable[Any]:
+    if type(records) is CapabilitySet:
+        return records.of(name)
+    return (c for c in records if c.operation == name)
+
+
 @final
 class _Sealed:
-    """A definition-backed class's execution table, frozen at its first observation."""
+    """A definition-backed class's execution table, frozen at its first observation.
 
-    __slots__ = ("capabilities", "composite_names", "planned", "unplanned")
+    Patterns whose plans are a rule-declared ``CapabilitySet`` (``ruled``, one per name) and a
+    rule-declared composite set stay lazy: the sealed set is then itself by rule, building a
+    name's records (kernel plans first, then composite plans no kernel covers) on first query.
+    """
+
+    __slots__ = (
+        "_composite",
+        "_eager",
+        "capabilities",
+        "composite_names",
+        "planned",
+        "ruled",
+        "unplanned",
+    )
 
     def __init__(self, cls: type, definition: CarrierDefinition, packs: list[KernelPack]) -> None:
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
         self.planned: dict[tuple[Any, ...], KernelPattern] = {}
+        self.ruled: dict[str, KernelPattern] = {}
         self.unplanned: dict[str, KernelPattern] = {}
-        capabilities: list[OperationCapability] = []
+        self._eager: dict[str, list[OperationCapability]] = {}
         for pattern in patterns:
-            if is_planned(pattern.operation):
-                if not pattern.plans:
+            name = pattern.operation
+            plans = pattern.plans
+            lazy = type(plans) is CapabilitySet
+            if is_planned(name):
+                if lazy and (name in self.ruled or name in self._eager):
+                    msg = f"{name} on {cls.__name__}: two kernels cover it"
+                    raise ValueError(msg)
+                if lazy:
+                    self.ruled[name] = pattern
+                    continue
+                if not plans:
                     msg = (
-                        f"{pattern.operation} on {cls.__name__}: a kernel pattern of a "
+                        f"{name} on {cls.__name__}: a kernel pattern of a "
                         f"dtype-planned operation must list the exact plans it executes"
                     )
                     raise ValueError(msg)
-                for cap in pattern.plans:
+                if name in self.ruled:
+                    msg = f"{name} on {cls.__name__}: two kernels cover it"
+                    raise ValueError(msg)
+                for cap in plans:
                     if _key(cap) in self.planned:
-                        msg = f"{pattern.operation} on {cls.__name__}: two kernels cover {cap!r}"
+                        msg = f"{name} on {cls.__name__}: two kernels cover {cap!r}"
                         raise ValueError(msg)
                     self.planned[_key(cap)] = pattern
-                    capabilities.append(cap)
+                    self._eager.setdefault(name, []).append(cap)
             else:
-                if pattern.plans:
+                if lazy or plans:
                     msg = (
-                        f"{pattern.operation} on {cls.__name__}: the operation is not "
+                        f"{name} on {cls.__name__}: the operation is not "
                         f"dtype-planned, so its kernel pattern lists no plans"
                     )
                     raise ValueError(msg)
-                if pattern.operation in self.unplanned:
-                    msg = f"{pattern.operation} on {cls.__name__}: two kernels cover it"
+                if name in self.unplanned:
+                    msg = f"{name} on {cls.__name__}: two kernels cover it"
                     raise ValueError(msg)
-                self.unplanned[pattern.operation] = pattern
+                self.unplanned[name] = pattern
         composite = definition.composite
-        self.composite_names: frozenset[str] = frozenset()
-        if composite is not None:
-            capabilities.extend(c for c in composite.capabilities if _key(c) not in self.planned)
-            self.composite_names = frozenset(c.operation for c in composite.capabilities)
-        self.capabilities = CapabilitySet(capabilities)
+        self._composite = composite.capabilities if composite is not None else ()
+        self.composite_names = _names(self._composite)
+        if self.ruled or type(self._composite) is CapabilitySet:
+            names = {*self._eager, *self.ruled, *self.composite_names}
+            self.capabilities = CapabilitySet.by_rule(names, self._records)
+        else:
+            self.capabilities = CapabilitySet(
+                [cap for caps in self._eager.values() for cap in caps]
+                + [c for c in self._composite if _key(c) not in self.planned]
+            )
+
+    def _records(self, name: str) -> list[OperationCapability]:
+        """The sealed records of ``name``: its kernels' plans, then composite plans beyond them."""
+        found = list(self._eager.get(name, ()))
+        ruled = self.ruled.get(name)
+        if ruled is not None:
+            found.extend(ruled.plans.of(name) if type(ruled.plans) is CapabilitySet else ())
+        if name in self.composite_names:
+            covered = {_key(c) for c in found}
+            found.extend(c for c in _of(self._composite, name) if _key(c) not in covered)
+        return found
+
+    def pattern(self, plan: OperationPlan) -> KernelPattern | None:
+        """The kernel pattern executing ``plan``, or ``None`` (composite execution)."""
+        found = self.planned.get(_key(plan))
+        if found is None:
+            ruled = self.ruled.get(plan.operation)
+            if (
+                ruled is not None
+                and type(ruled.plans) is CapabilitySet
+                and ruled.plans.supports(plan)
+            ):
+                return ruled
+        return found
 
     def covers(self, name: str) -> bool:
         return (
@@ -249,7 +322,6 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
             kernel pattern or composite capability covers a name with no central definition.
     """
     from conveyor.capabilities import _DECLARED
-    from conveyor.carrier import Carrier, is_closed_carrier
 
     if not isinstance(cls, type) or not issubclass(cls, Carrier):
         msg = f"register_carrier_definition: {cls!r} is not a Carrier class"
@@ -285,10 +357,8 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
         lambda: _unregister_definition(cls, definition, installed), "register_carrier_definition"
     )
     if definition.transfers:
-        from conveyor.move import register_move_route
-
         for route in definition.transfers:
-            register_move_route(
+            _register_move_route(
                 source=route.source,
                 destination=route.destination,
                 copy=route.provider.transfer,
@@ -348,10 +418,8 @@ def _contributed_packs(cls: type) -> list[KernelPack]:
     Only a host that already scanned is asked: a first observation during plugin loading must not
     start a scan from inside a scan.
     """
-    from conveyor.plugins import _host
-
-    default = _host._default
-    if default is None or default._discovery is None:
+    default = _scanned_host()
+    if default is None:
         return []
     found = []
     for item in default.kernel_packs():
@@ -530,8 +598,6 @@ _IMPLEMENTATIONS: Final[dict[str, Any]] = {
 
 def _install_hooks(cls: type) -> tuple[str, ...]:
     """Give ``cls`` the definition's implementation of each hook it leaves at the default."""
-    from conveyor.carrier import Carrier
-
     installed = []
     for hook in _HOOKS:
         owner = next(c for c in cls.__mro__ if hook in c.__dict__)
@@ -603,3 +669,11 @@ def check_contributed_pack(item: KernelPack, earlier: Iterable[tuple[KernelPack,
                     f"{exc} (kernel pack {item.name!r} collides with pack {pack.name!r} of {owner})"
                 )
                 raise ValueError(msg) from None
+
+
+_carrier_layer._bind("_carrier_definition", carrier_definition)  # Carrier.dispatch_op
+_carrier_layer._bind("_carrier_facet", carrier_facet)  # Carrier.facet
+
+# Moves and the plugin host sit above this layer; they bind what it needs (the host: only one
+# that already scanned, so a first observation during plugin loading starts no scan).
+_bind: Final = binder(globals(), ("_register_move_route", "_scanned_host"))

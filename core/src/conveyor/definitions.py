@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from conveyor import _journal
-from conveyor.capabilities import _key
+from conveyor import carrier as _carrier_layer
+from conveyor._binding import binder
 from conveyor.carrier_definitions import (
     CarrierDefinition,
     _Sealed,
@@ -51,6 +52,10 @@ from conveyor.tensor import Tensor
 
 if TYPE_CHECKING:
     from conveyor.carrier import Carrier
+    from conveyor.plugins import PluginHost
+
+    def _scanned_host() -> PluginHost | None: ...
+
 
 __all__ = [
     "NON_DIFFERENTIABLE",
@@ -359,10 +364,8 @@ def _unregister_operation(definition: OperationDefinition) -> None:
 
 def _contributed_definitions() -> None:
     """Register operation definitions plugins contributed to the default host (if it scanned)."""
-    from conveyor.plugins import _host
-
-    default = _host._default
-    if default is None or default._discovery is None:
+    default = _scanned_host()
+    if default is None:
         return
     # The host checked every item at plugin load (check_contributed_definition).
     for item in default.operation_definitions():
@@ -465,7 +468,7 @@ class DefinitionOperation(Operation):
 
     def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
         if invocation.plan is not None:
-            return self._table.planned.get(_key(invocation.plan))
+            return self._table.pattern(invocation.plan)
         return self._table.unplanned.get(invocation.operation)
 
     def _run_kernel(
@@ -643,3 +646,9 @@ def dispatch_definition(
         )
         raise NotImplementedError(msg)
     return DefinitionOperation(central, sealed)
+
+
+_carrier_layer._bind("_dispatch_definition", dispatch_definition)  # Carrier.dispatch_op
+
+# The plugin host sits above this layer; the package binds a reader of the scanned default host.
+_bind: Final = binder(globals(), ("_scanned_host",))

@@ -248,8 +248,9 @@ def from_numpy(np_dtype: object) -> DType:
     """The descriptor storing ``np_dtype`` (a NumPy dtype or anything ``np.dtype`` accepts)."""
     if not _BY_NUMPY:
         # Built complete, then published in one assignment, so other threads never see a
-        # half-filled table.
-        _BY_NUMPY.update({d.numpy: d for d in CONCRETE_DTYPES})
+        # half-filled table. bfloat16 is found by name below: its NumPy dtype would import
+        # ml_dtypes (~0.5 s), and a bfloat16 array exists only once something imported it.
+        _BY_NUMPY.update({d.numpy: d for d in CONCRETE_DTYPES if d is not bfloat16})
     import numpy as np
 
     try:
@@ -260,6 +261,8 @@ def from_numpy(np_dtype: object) -> DType:
         # Byte order is a storage detail (files, network data): '>f4' holds float32 values.
         key = key.newbyteorder("=")
     found = _BY_NUMPY.get(key)
+    if found is None and key is not None and key.name == "bfloat16" and key == bfloat16.numpy:
+        found = bfloat16
     if found is None:
         msg = f"NumPy dtype {np_dtype!r} has no conveyor equivalent"
         raise TypeError(msg)

@@ -8,16 +8,19 @@ dispatches a fresh operation on the first tensor's carrier and calls ``forward``
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from conveyor import profiling
+from conveyor.dtypes import DType
 from conveyor.grad_mode import _state as _grad_mode
 from conveyor.grad_mode import attach
 from conveyor.operation import _SPECS, Operation, _check_result
 from conveyor.options import OperationExecutionOptions, options_schema
 from conveyor.policy import OperationPlan, operation_spec
 from conveyor.tensor import Tensor
+from conveyor.tensor import _bind as _bind_in_tensor_layer
 
 if TYPE_CHECKING:
     from conveyor.carrier import Carrier
@@ -144,6 +147,8 @@ def _carrier_of(name: str, operands: tuple[Any, ...]) -> Carrier:
 _Bound = tuple[type[Operation], OperationPlan | None, bool]
 _BOUND_MAX = 4096
 _new = object.__new__
+# Option value types whose equality implies the same validated value (floats are not: -0.0).
+_KEYABLE = frozenset({int, bool, str, type(None), DType})
 
 
 def _bind(
@@ -173,6 +178,7 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
     build = any(field.required for field in schema.values())
     accumulates = "accumulator_dtype" in schema
     records: dict[tuple[Any, ...], _Bound] = {}
+    memo: dict[tuple[Any, ...], OperationExecutionOptions] = {}
 
     def function(*operands: Any, **fields: Any) -> Any:
         if len(operands) != n:
@@ -210,7 +216,33 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
                 *[x._dtype if x.__class__ is Tensor else x.__class__ for x in operands],
                 carrier.__class__,
             )
-        options = OperationExecutionOptions(name, **fields) if fields or build else None
+        if fields:
+            # Validated options are frozen values: reuse them for keywords seen before. Keyed
+            # with exact types (and only exact-int tuples), so True/1/1.0 never share a record.
+            key: tuple[Any, ...] | None = ()
+            for field, value in fields.items():
+                kind = value.__class__
+                if kind is tuple:
+                    for item in value:
+                        if item.__class__ is not int:
+                            key = None
+                            break
+                elif kind not in _KEYABLE:
+                    key = None
+                if key is None:
+                    break
+                key += (field, kind, value)
+            options = memo.get(key) if key is not None else None
+            if options is None:
+                options = OperationExecutionOptions(name, **fields)
+                if key is not None:
+                    if len(memo) >= _BOUND_MAX:
+                        memo.clear()
+                    memo[key] = options
+        elif build:
+            options = OperationExecutionOptions(name)  # raises: a required field is missing
+        else:
+            options = None
         if accumulates and options is not None:
             signature += (options.accumulator_dtype,)
         record = records.get(signature)
@@ -342,3 +374,5 @@ reshape = _view("reshape")
 squeeze = _view("squeeze")
 unsqueeze = _view("unsqueeze")
 view = _view("view")
+
+_bind_in_tensor_layer("_F", sys.modules[__name__])  # Tensor's operator sugar

@@ -90,30 +90,40 @@ def enable_grad() -> Any:
     return _grad_mode(True)
 
 
-# Carrier -> the operations that saved one of its tensors for backward. Weak both ways: neither
-# a graph nor a carrier is kept alive by being listed. Read by exports (``Tensor.__dlpack__``),
-# which must not hand out writable memory a backward pass still depends on.
-_savers: weakref.WeakKeyDictionary[Carrier, weakref.WeakSet[Operation]] = (
-    weakref.WeakKeyDictionary()
-)
+# Each guarded carrier holds, in its ``_saved_by`` attribute, weak references to the operations
+# that saved one of its tensors for backward: neither a graph nor a carrier is kept alive by
+# being listed, and noting a save is a set insertion (no weak-dictionary machinery per call).
+# Read by exports (``Tensor.__dlpack__``), which must not hand out writable memory a backward
+# pass still depends on. Dead references are dropped when a set doubles past ``_PRUNE_FROM``.
 _savers_lock = threading.Lock()
+_PRUNE_FROM = 64
 
 
 def note_saved(op: Operation, tensors: Iterable[Tensor]) -> None:
     """Record that ``op`` saved ``tensors`` for backward (their carriers are now guarded)."""
-    with _savers_lock:
-        for t in tensors:
-            ops = _savers.get(t._carrier)
-            if ops is None:
-                ops = _savers[t._carrier] = weakref.WeakSet()
-            ops.add(op)
+    ref = weakref.ref(op)
+    for t in tensors:
+        carrier = t._carrier
+        refs: set[weakref.ref[Operation]] | None = getattr(carrier, "_saved_by", None)
+        if refs is None:
+            with _savers_lock:
+                refs = carrier.__dict__.setdefault("_saved_by", set())
+        refs.add(ref)
+        n = len(refs)
+        if n >= _PRUNE_FROM and n & (n - 1) == 0:
+            refs.difference_update([r for r in list(refs) if r() is None])
 
 
 def saved_for_backward(carrier: Carrier) -> bool:
     """Whether a live graph saved a tensor of ``carrier`` and has not released it yet."""
-    with _savers_lock:
-        ops = _savers.get(carrier)
-        return ops is not None and any(op._saved is not None for op in ops)
+    refs: set[weakref.ref[Operation]] | None = getattr(carrier, "_saved_by", None)
+    if not refs:
+        return False
+    for ref in list(refs):
+        op = ref()
+        if op is not None and op._saved is not None:
+            return True
+    return False
 
 
 def attach(op: Operation, result: OperationResult) -> None:

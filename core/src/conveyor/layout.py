@@ -42,6 +42,9 @@ def _as_shape(values: Iterable[Any] | int, what: str) -> tuple[int, ...]:
 _CONTIGUOUS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
+_CONTIGUOUS_LAYOUTS: dict[tuple[int, ...], Layout] = {}
+
+
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     found = _CONTIGUOUS.get(shape)
     if found is None:
@@ -128,12 +131,13 @@ class Layout:
     def contiguous(cls, shape: Sequence[int] | int, offset: int = 0) -> Layout:
         """Row-major contiguous layout of ``shape``; internal tuples skip re-validation."""
         if type(shape) is tuple and offset == 0:
-            strides = _CONTIGUOUS.get(shape)
-            if strides is None:
-                return cls(shape)
-            self = object.__new__(cls)
-            self._init(shape, strides, 0)
-            return self
+            found = _CONTIGUOUS_LAYOUTS.get(shape)
+            if found is None:
+                found = cls(shape)  # validated once per shape; layouts are immutable
+                if len(_CONTIGUOUS_LAYOUTS) > 4096:
+                    _CONTIGUOUS_LAYOUTS.clear()
+                _CONTIGUOUS_LAYOUTS[found.shape] = found
+            return found
         return cls(shape, None, offset)
 
     @classmethod

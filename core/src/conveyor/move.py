@@ -21,18 +21,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import attrs
 
-from conveyor import _journal, plugins
+from conveyor import _journal
+from conveyor import carrier_definitions as _carrier_definitions_layer
+from conveyor._binding import binder
 from conveyor.carrier import Carrier, DependentCarrier
 from conveyor.carrier_definitions import carrier_definition
 from conveyor.layout import Layout
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
 from conveyor.providers import StorageProvider
-from conveyor.tensor import Tensor
+from conveyor.tensor import Tensor, _bind
+
+if TYPE_CHECKING:
+    from conveyor.plugins import PluginHost
+
+    def _host() -> PluginHost: ...
+
 
 __all__ = ["MoveRoute", "move", "move_route", "move_routes", "register_move_route", "span_copy"]
 
@@ -125,7 +133,7 @@ def _unregister(route: MoveRoute) -> None:
 def _table() -> dict[_Pair, MoveRoute]:
     """Registered routes and the default host's contributed routes, merged (cached)."""
     global _merged
-    host = plugins.host()
+    host = _host()
     contributed = host.move_routes()
     found = _merged
     if found is not None and found[0] is host and found[1] == contributed:
@@ -253,7 +261,7 @@ def span_copy(source: Tensor, destination: type[Carrier], **options: Any) -> Ten
 
 def _destination_class(destination: object) -> type[Carrier]:
     if isinstance(destination, str):
-        cls: type[Carrier] = plugins.host().carrier(destination)
+        cls: type[Carrier] = _host().carrier(destination)
         return cls
     if isinstance(destination, type) and issubclass(destination, Carrier):
         return destination
@@ -351,3 +359,10 @@ def move(tensor: Tensor, destination: type[Carrier] | str, /, **options: Any) ->
     result = _operation(tensor, destination, options).forward(tensor)
     assert isinstance(result, Tensor)  # _Move returns one tensor
     return result
+
+
+_bind("_move", move)  # Tensor.to and in-place writes from another carrier
+
+# The plugin host sits above this layer (its plugins register routes); the package binds it.
+_bind_here: Final = binder(globals(), ("_host",))
+_carrier_definitions_layer._bind("_register_move_route", register_move_route)  # transfers

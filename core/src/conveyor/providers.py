@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from conveyor.capabilities import (
-    OperationCapability,
-)
+from conveyor.capabilities import CapabilitySet, OperationCapability
 from conveyor.dtypes import DType
 from conveyor.layout import Layout
 from conveyor.policy import OperationPlan
@@ -132,7 +130,11 @@ def _slots(layout: Layout) -> list[int]:
     ]
 
 
-def _capabilities(values: Iterable[OperationPlan | OperationCapability]) -> tuple[Any, ...]:
+def _capabilities(
+    values: Iterable[OperationPlan | OperationCapability],
+) -> tuple[Any, ...] | CapabilitySet:
+    if type(values) is CapabilitySet:
+        return values  # kept as it is: a rule-declared set builds each name on first query
     found = []
     for value in values:
         if isinstance(value, OperationPlan):
@@ -191,7 +193,8 @@ class KernelPattern:
     """One kernel and the exact invocations it executes.
 
     For a dtype-planned operation ``plans`` lists every exact plan the kernel executes (plans or
-    capabilities); they become the carrier's capability set. For an unplanned operation (a view,
+    capabilities, or a ``CapabilitySet``: one declared ``by_rule`` is built only when the name
+    is first queried); they become the carrier's capability set. For an unplanned operation (a view,
     a custom ``define_operation``) ``plans`` is empty and the pattern matches every invocation.
     ``kernel(context)`` receives a ``KernelExecutionInterface`` and returns a ``ProviderResult``.
     """
@@ -200,15 +203,18 @@ class KernelPattern:
     kernel: Callable[[KernelExecutionInterface], ProviderResult] = attrs.field(
         validator=_is_callable
     )
-    plans: tuple[OperationCapability, ...] = attrs.field(default=(), converter=_capabilities)
+    plans: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
+        default=(), converter=_capabilities
+    )
 
     def __attrs_post_init__(self) -> None:
-        for cap in self.plans:
-            if cap.operation != self.operation:
-                msg = (
-                    f"KernelPattern for {self.operation}: a plan of {cap.operation} cannot "
-                    f"belong to it"
-                )
+        plans = self.plans
+        names = (
+            sorted(plans.names) if type(plans) is CapabilitySet else [c.operation for c in plans]
+        )
+        for name in names:
+            if name != self.operation:
+                msg = f"KernelPattern for {self.operation}: a plan of {name} cannot belong to it"
                 raise ValueError(msg)
 
 
@@ -354,7 +360,8 @@ class PreparedComposite:
 class CompositeProvider:
     """Execution through other carriers, for an outer definition-backed carrier.
 
-    ``capabilities`` are the exact plans the outer carrier advertises through it;
+    ``capabilities`` are the exact plans the outer carrier advertises through it (records, or
+    a ``CapabilitySet``, kept lazy when declared by rule);
     ``result_carriers`` the carrier classes its results may live on (the declared dense compute
     carriers); ``prepare(carrier, invocation)`` sees the immutable invocation only after the
     capability gate, and returns ``PreparedComposite`` or ``Unsupported``.
@@ -363,7 +370,9 @@ class CompositeProvider:
     lowered to a result-carrier tensor first; the VJP itself stays the central one.
     """
 
-    capabilities: tuple[OperationCapability, ...] = attrs.field(converter=_capabilities)
+    capabilities: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
+        converter=_capabilities
+    )
     result_carriers: tuple[type, ...] = attrs.field(converter=_classes)
     prepare: Callable[[Carrier, ResolvedInvocation], PreparedComposite | Unsupported] = attrs.field(
         validator=_is_callable

@@ -10,18 +10,27 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from conveyor import dtypes, printing
+from conveyor._binding import binder
 from conveyor.dtypes import DType
 from conveyor.grad_mode import is_grad_enabled as _grad_enabled
+from conveyor.grad_mode import saved_for_backward
 from conveyor.layout import Layout, normalize_axes
+from conveyor.options import OperationExecutionOptions
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from conveyor import functional as _F
+    from conveyor.autograd import backward as _backward
     from conveyor.carrier import Carrier
+    from conveyor.move import move as _move
     from conveyor.operation import Operation
+
+    def _carrier_named(name: str) -> type[Carrier]: ...
+
 
 __all__ = [
     "Subtensor",
@@ -142,8 +151,6 @@ class Tensor:
     def __init__(
         self, carrier: Carrier, layout: Layout | None = None, *, requires_grad: bool = False
     ) -> None:
-        from conveyor.carrier import Carrier
-
         if not isinstance(carrier, Carrier):
             msg = f"Tensor: carrier must be a Carrier instance, got {carrier!r}"
             raise TypeError(msg)
@@ -284,9 +291,7 @@ class Tensor:
             op._retained = {**op._retained, self._output_index: self}
 
     def backward(self, gradient: Tensor | None = None, *, retain_graph: bool = False) -> None:
-        from conveyor.autograd import backward
-
-        backward(self, gradient, retain_graph=retain_graph)
+        _backward(self, gradient, retain_graph=retain_graph)
 
     def detach(self) -> Tensor:
         """The same storage as a new leaf that does not require grad."""
@@ -321,8 +326,6 @@ class Tensor:
             BufferError: the carrier cannot share memory, or ``copy=False`` was asked for a
                 tensor that is part of a graph.
         """
-        from conveyor.autograd import saved_for_backward
-
         carrier = type(self._carrier).__name__
         hook = getattr(self._carrier, "_dlpack", None)
         if hook is None:
@@ -394,11 +397,9 @@ class Tensor:
         return _from_array(self.numpy(), self._dtype, type(self._carrier))
 
     def __getitem__(self, key: Any) -> Tensor:
-        from conveyor import functional as F
-
         if _composed("is_advanced")(key):
             return _composed("getitem")(self, key)  # type: ignore[no-any-return]  # hook table
-        return F.view(self, key=key)
+        return _F.view(self, key=key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Write ``value`` (broadcast) into the elements ``self[key]`` selects, in place.
@@ -407,8 +408,6 @@ class Tensor:
         would silently change what autograd differentiates.
         """
         import numpy as np
-
-        from conveyor.options import OperationExecutionOptions
 
         if _composed("is_advanced")(key):
             _composed("setitem")(self, key, value)
@@ -426,14 +425,13 @@ class Tensor:
         self._carrier.import_span(layout, values)
 
     def _writes_into_grad_leaf(self) -> bool:
-        from conveyor.functional import VIEW_OPERATIONS
-
+        views = _F.VIEW_OPERATIONS
         t: Tensor | None = self
         while t is not None:
             op = t._grad_fn
             if op is None:
                 return t._requires_grad
-            if op._operation_name not in VIEW_OPERATIONS or not op._grad_inputs:
+            if op._operation_name not in views or not op._grad_inputs:
                 return False
             t = op._grad_inputs[0]
         return False
@@ -716,9 +714,7 @@ class Tensor:
                 np.asarray(source, dtype=self._dtype.numpy), self._dtype, type(self._carrier)
             )
         elif type(source._carrier) is not type(self._carrier):
-            from conveyor.move import move
-
-            source = move(source, type(self._carrier))
+            source = _move(source, type(self._carrier))
         if source.dtype is not self._dtype:
             source = source.astype(self._dtype)
         self._assign("copy_", _F.broadcast_to(source, shape=self.shape))
@@ -828,9 +824,7 @@ class Tensor:
         cls = _resolve_carrier(target)
         if cls is type(self._carrier):
             return self
-        from conveyor.move import move
-
-        return move(self, cls)
+        return _move(self, cls)
 
     def copy(self) -> Tensor:
         """A contiguous copy in fresh storage; differentiable (NumPy's name for ``clone``)."""
@@ -895,15 +889,10 @@ class Tensor:
 
 
 def _resolve_carrier(carrier: Any) -> type[Carrier]:
-    from conveyor.carrier import Carrier
-
     if carrier is None:
         carrier = _default_carrier
     if isinstance(carrier, str):
-        from conveyor import plugins
-
-        resolved: type[Carrier] = plugins.host().carrier(carrier)
-        return resolved
+        return _carrier_named(carrier)
     if isinstance(carrier, type) and issubclass(carrier, Carrier):
         return carrier
     msg = (
@@ -914,10 +903,11 @@ def _resolve_carrier(carrier: Any) -> type[Carrier]:
 
 
 def _from_array(values: np.ndarray[Any, Any], dtype: DType, cls: type[Carrier]) -> Tensor:
-    carrier = cls.allocate(values.size, dtype)
-    if values.size:
-        carrier.import_span(Layout((values.size,)), values.reshape(-1))
-    return Tensor._wrap(carrier, Layout(values.shape), dtype)
+    size = values.size
+    carrier = cls.allocate(size, dtype)
+    if size:
+        carrier.import_span(Layout.contiguous((size,)), values.reshape(-1))
+    return Tensor._wrap(carrier, Layout.contiguous(values.shape), dtype)
 
 
 def _infer_dtype(data: Any, array: np.ndarray[Any, Any]) -> DType:
@@ -1067,7 +1057,10 @@ def zeros_like(t: Tensor) -> Tensor:
 
 
 def ones_like(t: Tensor) -> Tensor:
-    return full(t.shape, 1, t.dtype, type(t.carrier))
+    import numpy as np
+
+    # The shape and dtype of a tensor are valid already (backward's seed gradient is this).
+    return _from_array(np.ones(t._layout.shape, t._dtype.numpy), t._dtype, type(t._carrier))
 
 
 def arange(
@@ -1087,4 +1080,8 @@ def arange(
     return _from_array(values.astype(target.numpy), target, _resolve_carrier(carrier))
 
 
-from conveyor import functional as _F  # noqa: E402  # operator sugar; functional imports Tensor
+# -- what the layers above bind ------------------------------------------------------------
+# Tensor's operator sugar, backward, moves, the Carrier type and carrier names belong to layers
+# above this one (functional, autograd, move, carrier, the plugin host); this layer never
+# imports them. Each binds its piece here when it loads (``conveyor`` imports them all).
+_bind: Final = binder(globals(), ("_F", "_backward", "_move", "Carrier", "_carrier_named"))

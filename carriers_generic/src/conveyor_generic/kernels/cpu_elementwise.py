@@ -75,17 +75,17 @@ _MEMORY_BOUND_UNARY: Final = frozenset(
     {"neg", "abs", "sign", "floor", "ceil", "round", "logical_not", "relu"}
 )
 
+# Keyed by conveyor dtype: bfloat16's NumPy dtype would import ml_dtypes with this module.
 _WIDE: Final = {
-    np.dtype(np.float16): np.dtype(np.float64),
-    cv.bfloat16.numpy: np.dtype(np.float64),
-    np.dtype(np.complex64): np.dtype(np.complex128),
+    cv.float16: np.dtype(np.float64),
+    cv.bfloat16: np.dtype(np.float64),
+    cv.complex64: np.dtype(np.complex128),
 }
 
 
 def work_dtype(compute: cv.DType) -> np.dtype[Any]:
     """The dtype a plan's arithmetic runs in on CPU (see the module docstring)."""
-    native = compute.numpy
-    return _WIDE.get(native, native)
+    return _WIDE.get(compute) or compute.numpy
 
 
 # -- weak scalars ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 import conveyor as cv
 from conveyor_generic.kernels import cpu_runtime as rt
 from conveyor_generic.kernels._common import (
+    is_bfloat16,
     lane_axes,
     reduced_axes,
     refuse_empty,
@@ -109,7 +110,7 @@ def _accumulate(reduce: Callable[..., Any], name: str) -> Callable[..., Array]:
 
 def _native(x: Array) -> Array:
     """bfloat16 compares through float32 (exact), every other dtype as stored."""
-    return x.astype(np.float32) if x.dtype == cv.bfloat16.numpy else x
+    return x.astype(np.float32) if is_bfloat16(x.dtype) else x
 
 
 def _extremum(reduce: Callable[..., Any], what: str) -> Callable[..., Array]:

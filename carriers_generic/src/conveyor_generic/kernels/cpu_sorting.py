@@ -23,7 +23,12 @@ import numpy as np
 
 import conveyor as cv
 from conveyor_generic.kernels import cpu_runtime as rt
-from conveyor_generic.kernels._common import KernelValueError, lane_axes, reduced_axes
+from conveyor_generic.kernels._common import (
+    KernelValueError,
+    is_bfloat16,
+    lane_axes,
+    reduced_axes,
+)
 from conveyor_generic.kernels.reductions import sort_indices
 
 __all__ = ["SORTING_KERNELS", "order_keys"]
@@ -38,7 +43,7 @@ _SHIFT = np.uint64(32)
 
 
 def _packable(x: Array, extent: int) -> bool:
-    return (x.dtype.itemsize <= 4 and x.dtype.kind in "biuf") or x.dtype == cv.bfloat16.numpy
+    return (x.dtype.itemsize <= 4 and x.dtype.kind in "biuf") or is_bfloat16(x.dtype)
 
 
 def _keys_into(out: Array, x: Array) -> None:
@@ -284,7 +289,7 @@ def _top_positions(x: Array, k: int, largest: bool) -> Array:
     """Positions of the k best elements of the 1-D ``x``, best first, ties by position."""
     if x.dtype == np.bool_:
         x = x.view(np.uint8)
-    elif x.dtype == cv.bfloat16.numpy:
+    elif is_bfloat16(x.dtype):
         x = x.astype(np.float32)  # exact; NumPy cannot partition bfloat16
     parts = rt.THREADS if x.size >= rt.PARALLEL_MIN else 1
     step = -(-x.size // parts)

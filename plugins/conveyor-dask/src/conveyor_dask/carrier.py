@@ -21,6 +21,8 @@ from conveyor_generic import CPU, Generic
 
 __all__ = ["DaskCarrier"]
 
+STORAGE: Final = _storage.DaskStorage()
+
 
 class DaskCarrier(cv.Carrier):
     """A carrier whose slots live on a Dask cluster; open, so others may build siblings on it.
@@ -90,23 +92,26 @@ class DaskCarrier(cv.Carrier):
         )
 
 
-def _plans(name: str) -> tuple[cv.OperationPlan, ...]:
-    storable = _storage.DaskStorage().supports_dtype
-    return tuple(
-        plan
+def _plans(name: str) -> list[cv.OperationCapability]:
+    """The plans of ``name`` over storable dtypes; a rule, so enumerated on first query only."""
+    storable = STORAGE.supports_dtype
+    return [
+        cv.OperationCapability.from_plan(plan)
         for plan in enumerate_plans(name)
         if all(storable(o.dtype) for o in plan.operands if o.dtype is not None and not o.weak)
         and all(storable(o.convert_to) for o in plan.operands if o.convert_to is not None)
         and all(storable(out) for out in plan.outputs)
-    )
+    ]
 
 
 def _kernel_provider() -> cv.KernelProvider:
     # Only names with a central definition can dispatch; advertising others would be a lie.
     patterns = [
-        cv.KernelPattern(operation=name, kernel=kernel, plans=_plans(name))
+        cv.KernelPattern(
+            operation=name, kernel=kernel, plans=cv.CapabilitySet.by_rule([name], _plans)
+        )
         for name, kernel in _kernels.PLANNED.items()
-        if operation_definition(name) is not None and _plans(name)
+        if operation_definition(name) is not None
     ]
     patterns += [
         cv.KernelPattern(operation=name, kernel=_kernels.view)
@@ -134,7 +139,6 @@ def _transfers() -> list[cv.TransferRoute]:
     return routes
 
 
-STORAGE: Final = _storage.DaskStorage()
 cv.register_carrier_definition(
     DaskCarrier,
     cv.CarrierDefinition(storage=STORAGE, kernels=_kernel_provider(), transfers=_transfers()),

@@ -25,7 +25,8 @@ from typing import Any, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans, registered_operations
+from conveyor.capabilities import policy_capabilities
+from conveyor.policy import registered_operations
 from conveyor_generic import CPU, Generic
 from conveyor_generic.kernels import run_kernel
 
@@ -217,13 +218,13 @@ def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
 
 
 def _kernels() -> cv.KernelProvider:
-    """One pattern per planned name, each listing every plan the policy resolves.
+    """One pattern per planned name, each listing every plan the policy resolves (by rule).
 
     View names need no pattern: the framework runs them over the storage provider's spans.
     """
     return cv.KernelProvider(
         [
-            cv.KernelPattern(operation=name, kernel=_kernel, plans=enumerate_plans(name))
+            cv.KernelPattern(operation=name, kernel=_kernel, plans=policy_capabilities([name]))
             for name in registered_operations()
         ]
     )

@@ -1,0 +1,61 @@
+"""Start-up loads only what it needs: ``import conveyor`` and a first CPU tensor.
+
+Checked in fresh processes with ``-X importtime`` (every module a child interpreter imports),
+so a heavy import slipping into a module body fails here, not only in ``benchmarks/startup.py``.
+"""
+
+from __future__ import annotations
+
+from tests.generic.test_lazy_startup import imported_modules, run
+
+# Never needed to import conveyor or to compute on "cpu": a distributed stack, a GPU stack,
+# ml_dtypes (its import alone costs ~0.5 s of CPU) and the array-API namespace.
+HEAVY = ("dask", "distributed", "torch", "tilelang", "ml_dtypes", "conveyor.array_api")
+
+
+def heavy_in(loaded: set[str]) -> set[str]:
+    return {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
+
+
+class TestStartupImports:
+    def test_import_conveyor_loads_no_numpy_no_plugin_and_no_heavy_module(self) -> None:
+        loaded = imported_modules("import conveyor")
+        assert "conveyor" in loaded
+        assert "numpy" not in loaded
+        assert not heavy_in(loaded)
+        assert not {m for m in loaded if m.startswith(("conveyor_", "conveyor.array_api"))}
+
+    def test_a_first_cpu_tensor_loads_no_heavy_module(self) -> None:
+        loaded = imported_modules(
+            "import conveyor as cv\nt = cv.tensor([1.0, 2.0], carrier='cpu')\n(t + t).numpy()"
+        )
+        assert "conveyor_generic.cpu" in loaded  # the lookup did run
+        assert not heavy_in(loaded)
+
+    def test_plugin_carrier_modules_enumerate_no_plan_at_import(self) -> None:
+        out = run(
+            "import conveyor_dask.carrier, conveyor_shm.carrier, conveyor_storage\n"
+            "import conveyor_metal.metal\n"
+            "from conveyor import policy\n"
+            "print(len(policy._ENUMERATED))"
+        )
+        assert out == "0"
+
+    def test_array_api_loads_on_first_access_and_is_the_tensor_namespace(self) -> None:
+        out = run(
+            "import sys, conveyor as cv\n"
+            "before = 'conveyor.array_api' in sys.modules\n"
+            "ns = cv.tensor([1.0], carrier='cpu').__array_namespace__()\n"
+            "print(before, ns is cv.array_api, ns.__name__, 'array_api' in dir(cv))"
+        )
+        assert out == "False True conveyor.array_api True"
+
+    def test_an_unknown_attribute_still_raises_attribute_error(self) -> None:
+        out = run(
+            "import conveyor as cv\n"
+            "try:\n"
+            "    cv.no_such_name\n"
+            "except AttributeError as e:\n"
+            "    print(e)"
+        )
+        assert out == "module 'conveyor' has no attribute 'no_such_name'"
