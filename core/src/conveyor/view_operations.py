@@ -94,10 +94,7 @@ def view_operations(copy: CopyFunction) -> dict[str, type[Operation]]:
 
         def _copied(self, x: Tensor, opts: Any) -> Tensor:
             """A result no layout can express (only reshape and rearrange get here)."""
-            # The copy is contiguous, so its layout exists; deriving it also resolves a -1.
-            target = Layout.contiguous(x._layout.shape).reshape(opts.shape)
-            assert target is not None  # a contiguous layout reshapes to any valid shape
-            return reshaped(x, target.shape, tuple(range(x.ndim)))
+            return reshaped(x, tuple(opts.shape), tuple(range(x.ndim)))
 
         def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
             return (F.reshape(gradient, shape=self._input_shape),)
