@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,26 +35,56 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(msg)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put each test using a wider-scoped suite fixture in one ``xdist_group``.
+# Folders whose conftest builds a session fixture (the Dask cluster, the Metal engines).
+_SESSION_FOLDERS = ("tests/dask/", "tests/metal/")
 
-    A session fixture groups the folder of the conftest defining it, any narrower one the test's
-    file. Fixtures of plugins (pytest's own, hypothesis) are left out: they are cheap.
+
+def _unit(nodeid: str) -> str:
+    """The tests that run on one xdist worker: a session folder, else the test's file."""
+    path = nodeid.split("::", 1)[0]
+    return next((folder for folder in _SESSION_FOLDERS if path.startswith(folder)), path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n N``, hand out whole units (``_unit``) in the workers' order.
+
+    Every module, class or session fixture is then built once, as in a serial run. (xdist's
+    ``loadgroup`` cannot do this on pytest 9: it renames node ids, which pytest no longer reads.)
     """
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        scopes = {
-            d.scope: d.baseid
-            for defs in info.name2fixturedefs.values()
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class _UnitScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems sets
+    return _UnitScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own fixture-scope reordering
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker, run first the units whose tests share a wider-scoped suite fixture.
+
+    Those are the long ones (kit runs, fresh venvs, the Dask cluster, the demo): started first,
+    none of them is left running alone at the end. The sort is stable, so each unit keeps its
+    order. Fixtures of plugins (pytest's own, hypothesis) do not count: they are cheap.
+    """
+    if not hasattr(config, "workerinput"):
+        return
+    heavy = {
+        _unit(item.nodeid)
+        for item in items
+        if isinstance(item, pytest.Function)
+        and any(
+            d.scope != "function" and d.baseid
+            for defs in item._fixtureinfo.name2fixturedefs.values()
             for d in defs
-            if d.scope != "function" and d.baseid
-        }
-        if scopes:
-            group = scopes["session"] if "session" in scopes else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+        )
+    }
+    items.sort(key=lambda item: _unit(item.nodeid) not in heavy)
 
 
 @pytest.fixture(autouse=True)
