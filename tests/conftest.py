@@ -25,7 +25,13 @@ def _conveyor_variables() -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Refuse to run while any ``CONVEYOR_*`` variable is set: it would change plugin loading."""
+    """Refuse to run while any ``CONVEYOR_*`` variable is set: it would change plugin loading.
+
+    ``COLUMNS`` and ``LINES`` are dropped: tables fit ``COLUMNS`` (tests that check fitting set
+    it themselves), and xdist workers get ``COLUMNS=80`` where a serial run has none.
+    """
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
     found = _conveyor_variables()
     if found:
         msg = (
