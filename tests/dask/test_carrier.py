@@ -30,6 +30,8 @@ class TestNamedCarrier:
         t = cv.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=cv.float32, carrier="dask")
         assert type(t.carrier) is DaskCarrier
         futures = distributed.futures_of(_handle(t).base)
+        for future in futures:  # small values are submitted, not waited for
+            future.result(timeout=60)
         assert futures and all(f.status == "finished" for f in futures)
         assert set(client.who_has(futures)) == {f.key for f in futures}
         np.testing.assert_array_equal(t.numpy(), [[1.0, 2.0], [3.0, 4.0]])
@@ -120,6 +122,36 @@ class TestChunks:
         monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "lots")
         with pytest.raises(ValueError, match=r"CONVEYOR_DASK_CHUNK='lots' is not a positive"):
             DaskCarrier.allocate(4, cv.float32)
+
+
+class TestRoundTrips:
+    def test_small_values_cost_no_wait_of_their_own(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Storing small values and reshaping them on first use only submit work: the first
+        kernel's wait is the one blocking round trip, and it sees the right values."""
+        waits: list[str] = []
+        original = _cluster.wait
+
+        def counting(operation: str, *args: Any) -> None:
+            waits.append(operation)
+            original(operation, *args)
+
+        monkeypatch.setattr(_cluster, "wait", counting)
+        values = np.arange(2048.0).reshape(64, 32)
+        t = cv.tensor(values, carrier="dask")
+        assert waits == []
+        y = F.add(t, t)
+        assert waits == ["add"]
+        np.testing.assert_array_equal(y.numpy(), 2 * values)
+
+    def test_large_values_are_scattered_to_the_workers(self, client: Any) -> None:
+        """Values over 1 MiB go straight to the workers (scattered), not through the graph."""
+        import distributed
+
+        t = cv.tensor(np.ones((512, 512)), carrier="dask")  # 2 MiB of float64
+        futures = distributed.futures_of(_handle(t).base)
+        assert futures and all(f.status == "finished" for f in futures)
+        assert all(str(f.key).startswith("ndarray-") for f in futures), [f.key for f in futures]
+        assert F.reduce_sum(t).item() == 512 * 512
 
 
 class TestMoves:

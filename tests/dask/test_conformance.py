@@ -6,14 +6,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from conveyor_dask import _cluster
+
 
 @pytest.mark.slow
-def test_conformance_kit_passes_on_dask(tmp_path: Path) -> None:
-    """The kit's dispatch, capability and oracle checks pass on an embedded two-core cluster."""
+def test_conformance_kit_passes_on_dask(tmp_path: Path, cluster: Any) -> None:
+    """The kit's dispatch, capability and oracle checks pass on the two-worker test cluster.
+
+    The kit's process connects to the session's LocalCluster (two worker processes on
+    127.0.0.1) through ``CONVEYOR_DASK_SCHEDULER``: no second cluster start, and its scheduler
+    runs in this (idle, waiting) process rather than beside the kit's own work.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+    env[_cluster.SCHEDULER_VARIABLE] = cluster.scheduler_address
     command = [
         sys.executable,
         "-m",

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -58,10 +59,15 @@ def _run_while_killing(client: Any, work: Any) -> tuple[Any, str | None]:
     return outcome[0], killed
 
 
-@pytest.fixture
-def fault_cluster(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A separate two-worker cluster, so killing a worker does not disturb other tests."""
+@pytest.fixture(scope="module")
+def _fault_cluster() -> Iterator[Any]:
+    """A separate two-worker cluster, so killing a worker does not disturb other tests.
+
+    Started once for the module: its nannies restart a killed worker, and ``fault_cluster``
+    waits for both workers before each test.
+    """
     import distributed
+    import psutil
 
     cluster = distributed.LocalCluster(
         n_workers=2,
@@ -70,19 +76,22 @@ def fault_cluster(monkeypatch: pytest.MonkeyPatch) -> Any:
         host="127.0.0.1",
         dashboard_address="127.0.0.1:0",
     )
-    monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "1MiB")  # many tasks, so the kill lands mid-way
     try:
-        DaskCarrier.connect(cluster.scheduler_address)
         with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=60)
             yield client
-    finally:
-        DaskCarrier.close()
+    finally:  # by now the autouse ``reconnect`` has moved DaskCarrier back to the session cluster
         pids = [p.process.pid for p in cluster.workers.values() if p.process is not None]
         cluster.close()
-        import psutil
-
         assert not [p for p in pids if psutil.pid_exists(p)], "worker processes outlived the test"
+
+
+@pytest.fixture
+def fault_cluster(_fault_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The fault cluster with both workers up, connected, with small chunks (many tasks)."""
+    monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "512KiB")  # many tasks, so the kill lands mid-way
+    _fault_cluster.wait_for_workers(2, timeout=60)
+    DaskCarrier.connect(_fault_cluster.scheduler.address)
+    return _fault_cluster
 
 
 @pytest.mark.parametrize("source", ["scattered", "file"])
@@ -95,7 +104,7 @@ def test_killed_worker_gives_the_right_sum_or_names_the_worker(
     this process are gone with their worker, so that case may fail, but only loudly.
     """
     rng = np.random.default_rng(3)
-    values = rng.standard_normal((2048, 2048))  # 32 MiB in 1 MiB chunks
+    values = rng.standard_normal((1024, 2048))  # 16 MiB in 32 chunks of 512 KiB
     if source == "file":
         tensor = cv.move(cv.tensor(values, carrier="cpu"), FileBacked, directory=str(tmp_path))
         x = cv.move(tensor, DaskCarrier)

@@ -1,20 +1,29 @@
 """Running many plans through one engine with all kernels lowered and built up front.
 
-Lowering is the slow step (about half a second a kernel on an idle machine), building C is
-slow per compiler start: so a sweep first runs every case through a launcher that only
-records the sources, builds every C source in one compiler run, and then runs for real.
+Lowering is the slow step (about half a second to a few seconds a kernel, all of it in
+TileLang's passes, and proportional to the number of kernels): so ``prelower`` first lowers
+the plans' kernels for both targets in one worker process per CPU, into the disk cache the
+test engines read. A sweep then runs every case through a launcher that only records the
+sources (reading them from that cache), builds every C source at once (``_c_build``), and
+then runs for real.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
 
 import attrs
 
 import conveyor as cv
+from conveyor_metal._c_build import parallel_jobs
 from conveyor_metal._engine import Engine
 from conveyor_metal._launch import CLauncher, Launch
+from conveyor_metal._surface import advertised_plans
 
 from .support import cases, run
 
@@ -44,8 +53,74 @@ class RecordingLauncher:
         self.launches.append(Recorded(source, dict(buffers), dict(scalars), launch))
 
 
-def record(engine: Engine, plans: Iterable[cv.OperationPlan]) -> list[Recorded]:
-    """Every launch the plans' cases make, recorded (and every kernel lowered) on ``engine``."""
+_TARGETS: Final = ("metal", "c")
+_ROOT: Final = Path(__file__).parents[2]
+#: A worker lowers a few hundred kernels; bounded so a stuck compiler cannot hang the run.
+_WORKER_TIMEOUT_S: Final = 1800
+
+
+def sample_plans() -> list[cv.OperationPlan]:
+    """One plan per advertised name (the first in policy order): the quick tier's plans.
+
+    Both quick checks use the same sample, so its kernels are lowered once for both targets.
+    """
+    seen: dict[str, cv.OperationPlan] = {}
+    for plan in advertised_plans():
+        seen.setdefault(plan.operation, plan)
+    return list(seen.values())
+
+
+def prelower(plans: Sequence[cv.OperationPlan], cache_dir: Path) -> None:
+    """Lower the plans' kernels for both targets into ``cache_dir``, one worker per CPU.
+
+    Plans of one name share kernels, so a name's plans go to one worker; names are dealt to
+    the least-loaded worker, largest first. Purely a speed-up: a worker that fails leaves its
+    kernels unlowered, and the caller then lowers them itself (and reports any real error).
+    """
+    index = {plan: i for i, plan in enumerate(advertised_plans())}
+    by_name: dict[str, list[int]] = {}
+    for plan in plans:
+        by_name.setdefault(plan.operation, []).append(index[plan])
+    jobs = min(parallel_jobs(), len(by_name))
+    if jobs < 2:
+        return
+    shares: list[list[list[Any]]] = [[] for _ in range(jobs)]
+    for indices in sorted(by_name.values(), key=len, reverse=True):
+        share = min(shares, key=len)
+        share.extend([target, i] for target in _TARGETS for i in indices)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.metal.prelower", str(cache_dir)],
+            cwd=_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in shares
+    ]
+    try:
+        for worker, share in zip(workers, shares, strict=True):
+            assert worker.stdin is not None
+            worker.stdin.write(json.dumps(share).encode())
+            worker.stdin.close()
+        for worker in workers:
+            worker.wait(timeout=_WORKER_TIMEOUT_S)
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+
+
+def record(
+    engine: Engine, plans: Sequence[cv.OperationPlan], *, parallel: bool = True
+) -> list[Recorded]:
+    """Every launch the plans' cases make, recorded (and every kernel lowered) on ``engine``.
+
+    With ``parallel`` and a disk cache, the kernels are first lowered by ``prelower``.
+    """
+    if parallel and engine.cache_dir is not None:
+        prelower(plans, engine.cache_dir)
     real = engine.launcher
     recorder = RecordingLauncher(real.target)
     engine.launcher = recorder
@@ -58,8 +133,8 @@ def record(engine: Engine, plans: Iterable[cv.OperationPlan]) -> list[Recorded]:
     return recorder.launches
 
 
-def prepare_c(engine: Engine, plans: Iterable[cv.OperationPlan]) -> None:
-    """Lower every kernel the plans' cases need and build them all in one compiler run."""
+def prepare_c(engine: Engine, plans: Sequence[cv.OperationPlan]) -> None:
+    """Lower every kernel the plans' cases need and build them all at once."""
     launches = record(engine, plans)
     launcher = engine.launcher
     assert isinstance(launcher, CLauncher)

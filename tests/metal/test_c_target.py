@@ -20,20 +20,10 @@ from conveyor_metal._engine import Engine
 from conveyor_metal._surface import advertised_plans
 
 from .support import assert_close, cases, cpu_engine, operand, plan_id, reference, run
-from .sweep import prepare_c
+from .sweep import prepare_c, sample_plans
 
 _PLANS = advertised_plans()
-
-
-def _sample() -> list[cv.OperationPlan]:
-    """One plan per advertised name (the first in policy order), for the quick tier."""
-    seen: dict[str, cv.OperationPlan] = {}
-    for plan in _PLANS:
-        seen.setdefault(plan.operation, plan)
-    return list(seen.values())
-
-
-_SAMPLE = _sample()
+_SAMPLE = sample_plans()
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,13 @@ arguments the launcher passes match what the generated source declares.
 A recording launcher stands in for ``torch.mps.compile_shader``: the engine makes exactly the
 launches Metal would (same kernels, layout classes, buffers, dynamic sizes and geometry), and
 each is checked against the binding parsed from its own source. Then every distinct source is
-compiled with ``g++ -fsyntax-only -x c++`` against the Metal stub headers in ``stub/``.
+compiled with ``g++ -fsyntax-only -x c++`` against the Metal stub headers in ``stub/``
+(each source in a namespace of its own, many per compiler run, one run per CPU).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -20,10 +22,11 @@ import torch
 
 import conveyor as cv
 from conveyor_metal._binding import bind, parse_metal
+from conveyor_metal._c_build import parallel_jobs, unit
 from conveyor_metal._engine import Engine
 from conveyor_metal._surface import advertised_plans
 
-from .sweep import Recorded, RecordingLauncher, record
+from .sweep import Recorded, RecordingLauncher, record, sample_plans
 
 _STUB = Path(__file__).parent / "stub"
 _ELEMENT = {
@@ -37,7 +40,7 @@ _ELEMENT = {
 _MAX_THREADS = re.compile(r"max_total_threads_per_threadgroup\((\d+)\)")
 
 _PLANS = advertised_plans()
-_SAMPLE = list({plan.operation: plan for plan in reversed(_PLANS)}.values())
+_SAMPLE = sample_plans()
 
 
 def _engine(kernel_cache: Path) -> Engine:
@@ -66,22 +69,48 @@ def _check_binding(launch: Recorded) -> None:
             )
 
 
-def _syntax_check(sources: list[str], folder: Path) -> None:
+def _syntax_check(sources: list[str], folder: Path, kernel_cache: Path) -> None:
+    """``g++ -fsyntax-only`` over every source not yet checked against the current stubs.
+
+    The sources are joined into one translation unit per CPU (``unit``: includes hoisted,
+    each source in a namespace of its own) and the units are checked concurrently; each
+    passing source leaves a marker under the kernel cache, keyed by its text and the stubs.
+    """
     compiler = shutil.which("g++")
     if compiler is None:
         pytest.skip("needs g++ for the MSL syntax check")
+    stubs = "".join(p.read_text() for p in sorted(_STUB.iterdir()))
+    passed = kernel_cache / "syntax-passed"
+    marks = {s: passed / hashlib.sha256((stubs + s).encode()).hexdigest()[:32] for s in sources}
+    todo = sorted(s for s, mark in marks.items() if not mark.exists())
+    if not todo:
+        return
     folder.mkdir(parents=True, exist_ok=True)
-    files = []
-    for number, source in enumerate(sorted(set(sources))):
-        path = folder / f"k{number}.metal"
-        path.write_text(source)
-        files.append(str(path))
-    command = [
-        compiler, "-fsyntax-only", "-x", "c++", "-std=c++17", "-Wno-attributes",
-        "-Wno-unknown-pragmas", "-Wno-literal-suffix", "-I", str(_STUB), *files,
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, done.stderr[-6000:]
+    jobs = min(parallel_jobs(), len(todo))
+    checks = []
+    for number in range(jobs):
+        path = folder / f"unit{number}.metal"
+        path.write_text(unit(todo[number::jobs]))
+        command = [
+            compiler, "-fsyntax-only", "-x", "c++", "-std=c++17", "-Wno-attributes",
+            "-Wno-unknown-pragmas", "-Wno-literal-suffix", "-I", str(_STUB), str(path),
+        ]  # fmt: skip
+        checks.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
+    failures = []
+    try:
+        for check in checks:
+            _, stderr = check.communicate(timeout=900)
+            if check.returncode != 0:
+                failures.append(stderr[-6000:])
+    finally:
+        for check in checks:
+            if check.poll() is None:
+                check.kill()
+                check.wait()
+    assert not failures, "\n".join(failures)
+    passed.mkdir(parents=True, exist_ok=True)
+    for source in todo:
+        marks[source].touch()
 
 
 def _check(plans: list[cv.OperationPlan], kernel_cache: Path, tmp_path: Path) -> None:
@@ -89,7 +118,7 @@ def _check(plans: list[cv.OperationPlan], kernel_cache: Path, tmp_path: Path) ->
     assert launches, "the plans' cases made no launch"
     for launch in launches:
         _check_binding(launch)
-    _syntax_check([launch.source for launch in launches], tmp_path)
+    _syntax_check([launch.source for launch in launches], tmp_path, kernel_cache)
 
 
 class TestLoweringAndBinding:

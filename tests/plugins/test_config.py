@@ -121,6 +121,16 @@ class TestMalformedOptions:
             ({"block": [3]}, TypeError, "plugin names are strings, got 3 (int)"),
             ({"strict": "yes"}, TypeError, "PluginHost(strict=...): expected True or False"),
             ({"prefer": ["cpu"]}, TypeError, "expected a mapping of carrier name to distribution"),
+            (
+                {"import_timeout": "5"},
+                TypeError,
+                "PluginHost(import_timeout=...): expected seconds",
+            ),
+            (
+                {"import_timeout": 0},
+                ValueError,
+                "PluginHost(import_timeout=...): expected seconds > 0",
+            ),
         ],
     )
     def test_bad_argument_is_refused_at_construction(
@@ -136,6 +146,11 @@ class TestMalformedOptions:
         [
             ("CONVEYOR_STRICT_PLUGINS", "maybe", "CONVEYOR_STRICT_PLUGINS='maybe' is not a switch"),
             ("CONVEYOR_PREFER", "cpu", "CONVEYOR_PREFER='cpu': 'cpu' is not carrier=distribution"),
+            (
+                "CONVEYOR_PLUGIN_IMPORT_TIMEOUT",
+                "soon",
+                "CONVEYOR_PLUGIN_IMPORT_TIMEOUT='soon' is not a number of seconds > 0",
+            ),
         ],
     )
     def test_bad_variable_is_refused_at_construction(

@@ -164,6 +164,7 @@ class TestPublicSurface:
             "CONVEYOR_DISABLE_PLUGINS",
             "CONVEYOR_STRICT_PLUGINS",
             "CONVEYOR_PREFER",
+            "CONVEYOR_PLUGIN_IMPORT_TIMEOUT",
         )
 
     def test_exception_and_warning_tree(self) -> None:

@@ -431,6 +431,66 @@ class TestBrokenPluginRollback:
         assert host.plugins()[0].state is PluginState.LOADED
         assert cv.move_route(Source, Destination).copy is print
 
+    def test_definitions_made_at_import_are_withdrawn_when_a_hook_fails(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """`define_operation` and `register_carrier_definition` calls made by a plugin's import
+        are undone when the plugin ends broken: the name and the class are free again."""
+        name = f"{plugin_env.prefix.strip('_')}.op"
+        source = textwrap.dedent(
+            f"""
+            import sys
+
+            import conveyor as cv
+
+            _EXT = sys.modules[{extensions.__name__!r}]
+            OP = cv.define_operation({name!r}, roles=("input",), resolve=_EXT._resolve_same)
+
+
+            class Defined(Carrier):
+                pass
+
+
+            cv.register_carrier_definition(
+                Defined, cv.CarrierDefinition(storage=_EXT.STORAGE, kernels=cv.KernelProvider(()))
+            )
+
+
+            @hookimpl
+            def conveyor_carriers():
+                raise ValueError("late failure")
+            """
+        )
+        module = plugin_env.plugin("defines", source)
+        host = plugin_env.host()
+        set_default_host(host)
+        (record,) = host.plugins()
+        assert record.state is PluginState.BROKEN
+        assert record.hook == "conveyor_carriers"  # imported fine: both were registered
+        defined = sys.modules[module].Defined
+        assert name not in {d.name for d in cv.operation_definitions()}
+        assert defined._read is cv.Carrier._read  # the definition's hooks are gone
+        again = cv.define_operation(name, roles=("input",), resolve=extensions._resolve_same)
+        assert again.name == name
+        cv.register_carrier_definition(
+            defined, cv.CarrierDefinition(storage=extensions.STORAGE, kernels=cv.KernelProvider(()))
+        )
+
+    def test_registration_by_another_package_imported_first_stays(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """A module of another package that a broken plugin imported first keeps its route:
+        only the plugin's own registrations are withdrawn (the module stays imported)."""
+        shared = plugin_env.write_module("shared", self._REGISTERS_AT_IMPORT)
+        source = (
+            f"import {shared}\n@hookimpl\ndef conveyor_carriers():\n    raise ValueError('x')\n"
+        )
+        plugin_env.plugin("borrower", source)
+        host = plugin_env.host()
+        set_default_host(host)
+        assert host.plugins()[0].state is PluginState.BROKEN
+        assert cv.move_route(Source, Destination).copy is print
+
 
 class TestQueriesDuringImport:
     def test_plugin_creating_tensor_at_import_loads_plugins_once(

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from multiprocessing import shared_memory
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,15 +23,8 @@ def shm(values: object, dtype: cv.DType = cv.float32, requires_grad: bool = Fals
 
 
 def _exists(name: str) -> bool:
-    try:
-        segment = shared_memory.SharedMemory(name)
-    except FileNotFoundError:
-        return False
-    from multiprocessing import resource_tracker
-
-    resource_tracker.unregister(segment._name, "shared_memory")  # type: ignore[attr-defined]  # attached only to look
-    segment.close()
-    return True
+    """Whether segment ``name`` exists; looks at the file, opening nothing (no tracker entry)."""
+    return (Path("/dev/shm") / name).exists()
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -159,6 +152,49 @@ class TestSharing:
         assert done.stdout.strip() == "[1.5, 2.5, 3.5]"
         assert x.numpy().tolist() == [9.0, 2.5, 3.5]  # no copy: the write is visible here
         assert _exists(name)  # the reader's exit did not unlink the owner's segment
+
+    def test_attach_in_the_creating_process_keeps_the_creators_registration(
+        self, tmp_path: Path
+    ) -> None:
+        """Attaching to its own segment, the creator keeps its resource-tracker entry: at exit
+        stderr is clean (no tracker KeyError, no leak warning) and each segment is unlinked
+        exactly once, whether released first or left for the interpreter's exit."""
+        log = tmp_path / "unlinks"
+        done = _run(
+            f"""
+            from multiprocessing import shared_memory
+
+            import conveyor as cv
+            from conveyor_shm import SharedMemoryCarrier
+
+            real = shared_memory._posixshmem.shm_unlink
+
+
+            def counting(name):
+                with open({str(log)!r}, "a") as out:
+                    out.write(name.lstrip("/") + "\\n")
+                real(name)
+
+
+            shared_memory._posixshmem.shm_unlink = counting
+            names = []
+            for release in (True, False):
+                x = cv.tensor([1.0, 2.0], cv.float64, carrier=SharedMemoryCarrier)
+                names.append(x.carrier.segment_name)
+                attached = SharedMemoryCarrier.attach(names[-1], 2, cv.float64)
+                attached.write(0, 5.0)
+                assert x.numpy().tolist() == [5.0, 2.0]
+                attached.release()
+                if release:
+                    x.carrier.release()
+            print(" ".join(names))
+            """
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
+        names = done.stdout.split()
+        assert sorted(log.read_text().split()) == sorted(names)  # each unlinked once
+        assert not any(_exists(name) for name in names)
 
     def test_release_unlinks_segment(self) -> None:
         x = shm([1.0])

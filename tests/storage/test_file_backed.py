@@ -275,7 +275,8 @@ class TestStorage:
         real = os.fsync
         monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
         carrier.flush()
-        assert carrier.fileno() in synced and len(synced) == 2  # the file, then the directory
+        with carrier.descriptor() as fd:
+            assert fd in synced and len(synced) == 2  # the file, then the directory
         assert np.fromfile(carrier.path, "<f4").tolist() == [0.0, 0.0, 4.0]
 
     def test_allocate_like_uses_the_same_directory(self, tmp_path: Path) -> None:

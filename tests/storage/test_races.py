@@ -30,6 +30,22 @@ def _hierarchy(tmp_path: Path, n: int = N, primary: type[cv.Carrier] = CPU) -> E
     return Evictable(first, FileBacked.allocate(n, cv.float32, directory=tmp_path))
 
 
+def _identity(carrier: FileBacked) -> tuple[int, int]:
+    """The (device, inode) of the carrier's open file."""
+    with carrier.descriptor() as fd:
+        info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def _still_open(fd: int, identity: tuple[int, int]) -> bool:
+    """Whether descriptor ``fd`` still refers to that file (closed or reused: no)."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == identity
+
+
 def _run(workers: list[Callable[[], None]], timeout: float = 30.0) -> list[BaseException]:
     """Run each worker in a thread; join them all within ``timeout``; return their errors."""
     errors: list[BaseException] = []
@@ -138,11 +154,57 @@ class TestWritesRacingEvict:
         assert not ev.is_evicted() and ev.read(1) == 3.0
         ev.release()
 
+    def test_direct_write_into_the_old_primary_after_evict_is_refused(self, tmp_path: Path) -> None:
+        """Once evict() returned, a write through a kept reference to the old primary raises
+        RuntimeError (released) and the evicted data is unchanged."""
+        ev = _hierarchy(tmp_path, 4)
+        ev.write(1, 2.0)
+        old = ev.primary
+        assert old is not None
+        ev.evict()
+        with pytest.raises(RuntimeError, match="write on CPU: the carrier was released"):
+            old.write(1, 9.0)
+        ev.promote()
+        assert [ev.read(i) for i in range(4)] == [0.0, 2.0, 0.0, 0.0]
+        ev.release()
+
 
 class TestReleaseRacingIO:
     """release() / close() wait for transfers in flight; later ones raise; no descriptor reuse."""
 
     ROUNDS = 40
+
+    def test_release_waits_for_io_through_the_descriptor_block(self, tmp_path: Path) -> None:
+        """release() in another thread waits until a `descriptor()` block ends before closing
+        the descriptor; afterwards the block is refused."""
+        carrier = FileBacked.allocate(4, cv.float32, directory=tmp_path)
+        opened = _identity(carrier)
+        released = threading.Event()
+        releaser = threading.Thread(target=lambda: (carrier.release(), released.set()))
+        with carrier.descriptor() as fd:
+            releaser.start()
+            assert not released.wait(0.3)  # still inside the block: the descriptor stays open
+            assert os.fstat(fd).st_size == 16
+            assert os.pread(fd, 16, 0) == bytes(16)
+        releaser.join(10)
+        assert released.is_set()
+        assert not _still_open(fd, opened)
+        refused = pytest.raises(RuntimeError, match="descriptor on FileBacked: the carrier was")
+        with refused, carrier.descriptor():
+            pass
+
+    def test_release_inside_its_own_descriptor_block_closes_at_the_end(
+        self, tmp_path: Path
+    ) -> None:
+        """release() called inside the block cannot wait for itself: it returns at once and
+        the descriptor is closed when the block ends."""
+        carrier = FileBacked.allocate(4, cv.float32, directory=tmp_path)
+        opened = _identity(carrier)
+        with carrier.descriptor() as fd:
+            carrier.release()
+            assert carrier.released
+            assert _still_open(fd, opened)
+        assert not _still_open(fd, opened)
 
     def test_file_release_racing_writes_never_reaches_another_file(self, tmp_path: Path) -> None:
         """Writes racing release() land in the carrier's file or raise; other files stay intact."""

@@ -5,7 +5,7 @@ call it with arguments placed by name. ``MetalLauncher`` compiles Metal Shading 
 with ``torch.mps.compile_shader`` and dispatches ``threads = grid * threadgroup`` with the
 threadgroup size the kernel was written for. ``CLauncher`` is the Linux correctness path: the
 same TileLang ``prim_func`` lowered with ``target="c"``, many kernels built into one shared
-library by one compiler run (cheap on a small machine), called through ``ctypes``.
+library (``_c_build``: few translation units, compiled in parallel), called through ``ctypes``.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from conveyor_metal._binding import KernelBinding, bind, pack_scalars, parse_c, parse_metal
+from conveyor_metal._c_build import build_library
 
 __all__ = ["CLauncher", "Launch", "Launcher", "MetalLauncher", "c_include_dir"]
 
@@ -90,14 +90,11 @@ def c_include_dir() -> Path:
     return Path(tilelang.__file__).parent / "src"
 
 
-# -O1: the C path checks correctness, not speed, and compiles dozens of kernels per library.
-_CXX_FLAGS: Final = ("-std=c++17", "-O1", "-fPIC", "-shared", "-w")
-
-
 class CLauncher:
     """Runs C-target kernels through ctypes; ``prepare`` builds many into one library.
 
     Buffers are CPU torch tensors (their ``data_ptr`` is passed); scalars are int32.
+    Libraries are kept in ``cache_dir`` under the digest of their sources.
     """
 
     target = "c"
@@ -108,7 +105,7 @@ class CLauncher:
         self._lock = threading.Lock()
 
     def prepare(self, sources: Sequence[str]) -> None:
-        """Compile every source not yet built into one shared library (one compiler run)."""
+        """Build every source not yet built into one shared library (see ``_c_build``)."""
         missing = sorted({s for s in sources if s not in self._functions})
         if not missing:
             return
@@ -121,30 +118,12 @@ class CLauncher:
             digest = hashlib.sha256("\0".join(missing).encode()).hexdigest()[:20]
             library = self._cache / f"{digest}.so"
             if not library.exists():
-                self._build(missing, library)
+                build_library(missing, library, c_include_dir())
             handle = ctypes.CDLL(str(library))
             for source, binding in zip(missing, bindings, strict=True):
                 function = getattr(handle, binding.kernel)
                 function.restype = ctypes.c_int32
                 self._functions[source] = (binding, function)
-
-    def _build(self, sources: Sequence[str], library: Path) -> None:
-        self._cache.mkdir(parents=True, exist_ok=True)
-        # Each source includes the same header; one translation unit per source keeps their
-        # file-level declarations apart, one compiler invocation keeps the start-up cost once.
-        with tempfile.TemporaryDirectory(dir=self._cache) as work:
-            files = []
-            for number, source in enumerate(sources):
-                path = Path(work) / f"k{number}.cc"
-                path.write_text(source)
-                files.append(str(path))
-            partial = Path(work) / "lib.so"
-            command = ["g++", *_CXX_FLAGS, "-I", str(c_include_dir()), *files, "-o", str(partial)]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-            if done.returncode != 0:
-                msg = f"CLauncher: g++ failed on the lowered C sources:\n{done.stderr[-4000:]}"
-                raise RuntimeError(msg)
-            os.replace(partial, library)
 
     def run(
         self,

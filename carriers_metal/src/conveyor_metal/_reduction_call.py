@@ -111,6 +111,11 @@ def reduction_call(
     if rows == 0 or (name == "cumsum" and cols == 0):
         return buffer, result
     layout_class = ReductionClass(len(kept_shape), len(red_shape))
+    if name in ("argmax", "argmin") and not red_shape:
+        # Every row holds one element (0-d input, or only extent-1 axes reduced): its index is
+        # 0. No kernel: TileLang would lower one that never reads the input buffer at all.
+        buffer.zero_()
+        return buffer, result
     parts = meta_layout(layout_class)
     meta = [0] * parts["size"]
     meta[parts["kept_shape"] : parts["kept_strides"]] = kept_shape

@@ -8,8 +8,7 @@ algorithm through the C target against Generic). The rule, per plan:
   operands of one call share that dtype (``select``'s condition is ``bool``), and weak
   Python scalars convert to it;
 - the compute and output dtypes are among those, or ``int64`` (index outputs, integer sums);
-- the name's family implements the compute kind (``pow`` only floating compute;
-  ``argmax`` / ``argmin`` only floating input).
+- the name's family implements the compute kind (``pow`` only floating compute).
 
 Nothing here imports torch or tilelang, so capability queries stay cheap.
 """
@@ -46,9 +45,6 @@ FAMILIES: Final[dict[str, str]] = {
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})
-# argmax / argmin of int32 and bool: the lowered kernels (Metal and C) lose their input buffer,
-# which the binding check caught; only floating plans are advertised until that is fixed.
-_FLOAT_INPUT_ONLY: Final = frozenset({"argmax", "argmin"})
 
 
 def advertised(plan: cv.OperationPlan) -> bool:
@@ -72,8 +68,6 @@ def advertised(plan: cv.OperationPlan) -> bool:
     if plan.compute.name not in _RESULT_DTYPES:
         return False
     if any(out.name not in _RESULT_DTYPES for out in plan.outputs):
-        return False
-    if name in _FLOAT_INPUT_ONLY and not dtype.startswith("float"):
         return False
     if name in _FLOAT_ONLY and not plan.compute.is_floating:
         return False

@@ -14,20 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
 
 import conveyor as cv
 from conveyor.layout import normalize_axes
 from conveyor.progress import active, report
+from conveyor_storage._spans import aligned_bytes
 from conveyor_storage._tiles import Coord, TileMap, TileSet
 from conveyor_storage._transitions import checked_plan, claim, write_back
+from conveyor_storage.file_backed import FileBacked
 
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
 
-__all__ = ["composite_provider", "dense", "prepare"]
+__all__ = ["composite_provider", "prepare"]
 
 _Array = np.ndarray[Any, Any]
 _ELEMENTWISE: Final[dict[str, Callable[..., _Array]]] = {
@@ -49,6 +51,7 @@ class _Session:
     def __init__(self, name: str, carriers: Sequence[TiledEvictable]) -> None:
         self.name = name
         self.carriers = list({id(c): c for c in carriers}.values())
+        self._free: list[_Array] = []  # read buffers no tile uses now (list ops are atomic)
 
     def room(self, held: dict[int, int], what: str) -> None:
         """Refuse (before work) unless each carrier can hold ``held[id]`` tiles at once."""
@@ -111,25 +114,73 @@ class _Session:
 
     def load(
         self, carrier: TiledEvictable, mapping: TileMap, coord: Coord, *, count: bool = False
-    ) -> tuple[_Array, int]:
-        """Tile ``coord`` as the tensor sees it, and the transient bytes it holds.
+    ) -> tuple[_Array, Hold]:
+        """Tile ``coord`` as the tensor sees it, and what it holds until ``give``.
 
-        ``count`` charges a tile the caller copies even when it is resident or implicit.
+        ``count`` charges a tile the caller copies even when it is resident or implicit. A
+        tile read from a FileBacked secondary lands in a buffer the session reuses, so
+        streaming faults in no fresh memory per tile.
         """
         nbytes = 0
         if count or (coord not in carrier._resident and coord not in carrier._implicit):
             carrier._ledger.take(carrier.tile_bytes, self.name)
             nbytes = carrier.tile_bytes
+        buffer = None
         try:
-            values = mapping.view(carrier._values(coord, self.name))
+            if nbytes and not count:
+                buffer = self._read_reused(carrier, coord)
+            if buffer is None:
+                values = carrier._values(coord, self.name)
+            else:
+                values = buffer.view(carrier._dt.numpy).reshape(carrier._grid.tile_shape)
+            values = mapping.view(values)
         except BaseException:
             carrier._ledger.give(nbytes)
+            if buffer is not None:
+                self._free.append(buffer)
             raise
-        return values, nbytes
+        return values, Hold(nbytes, buffer)
 
-    @staticmethod
-    def give(carrier: TiledEvictable, nbytes: int) -> None:
-        carrier._ledger.give(nbytes)
+    def _read_reused(self, carrier: TiledEvictable, coord: Coord) -> _Array | None:
+        """Secondary tile ``coord`` read into a reused buffer, where the secondary is a
+        FileBacked and the tile's box is one contiguous byte range; else ``None``."""
+        secondary = carrier._owned["secondary"]
+        box = carrier._grid.box(coord)
+        if (
+            type(secondary) is not FileBacked
+            or coord not in carrier._current
+            or coord in carrier._resident
+            or not box.is_contiguous
+        ):
+            return None
+        try:
+            buffer = self._free.pop()
+        except IndexError:
+            buffer = aligned_bytes(carrier.tile_bytes, 4096)
+        if buffer.size != carrier.tile_bytes:
+            buffer = aligned_bytes(carrier.tile_bytes, 4096)
+        try:
+            secondary._pread(self.name, buffer, box.offset * carrier._dt.itemsize)
+        except BaseException:
+            self._free.append(buffer)
+            raise
+        return buffer
+
+    def give(self, carrier: TiledEvictable, hold: Hold | int) -> None:
+        """Return what one load (or ``count`` bytes of held tiles) took."""
+        if isinstance(hold, int):
+            carrier._ledger.give(hold)
+            return
+        carrier._ledger.give(hold.nbytes)
+        if hold.buffer is not None:
+            self._free.append(hold.buffer)
+
+
+class Hold(NamedTuple):
+    """What one tile load holds: ledger bytes, and the reused read buffer (if any)."""
+
+    nbytes: int
+    buffer: _Array | None
 
 
 def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Iterator[Any]:
@@ -207,8 +258,8 @@ def _elementwise(invocation: cv.ResolvedInvocation) -> cv.Tensor:
             loaded = [(c, *session.load(c, m, coord)) for c, m in operands]
 
             def release() -> None:
-                for carrier, _, nbytes in loaded:
-                    session.give(carrier, nbytes)
+                for carrier, _, hold in loaded:
+                    session.give(carrier, hold)
 
             return (coord, [v for _, v, _ in loaded]), release
 
@@ -253,8 +304,8 @@ def _reduce_sum(invocation: cv.ResolvedInvocation) -> cv.Tensor:
 
     def job(coord: Coord) -> Callable[[], Any]:
         def run() -> Any:
-            values, nbytes = session.load(carrier, mapping, coord)
-            return (coord, values), lambda: session.give(carrier, nbytes)
+            values, hold = session.load(carrier, mapping, coord)
+            return (coord, values), lambda: session.give(carrier, hold)
 
         return run
 
@@ -338,8 +389,8 @@ def _matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.T
 
     def job(coord: Coord) -> Callable[[], Any]:
         def run() -> Any:
-            values, nbytes = session.load(streamed, smap, coord)
-            return (coord, values), lambda: session.give(streamed, nbytes)
+            values, hold = session.load(streamed, smap, coord)
+            return (coord, values), lambda: session.give(streamed, hold)
 
         return run
 
@@ -391,38 +442,6 @@ def _matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.T
     return out
 
 
-def dense(x: cv.Tensor, what: str) -> cv.Tensor:
-    """The whole tiled tensor copied, tile by tile, into one dense compute tensor."""
-    carrier, mapping = _operand(x)
-    spec = cv.ResultSpec(dtype=x.dtype, shape=x.shape)
-    out = _result(carrier, spec)
-    session = _Session(what, [carrier])
-    held, ahead = session.ahead({id(carrier): 1})
-    session.begin(held)
-    grid = carrier._grid
-
-    def job(coord: Coord) -> Callable[[], Any]:
-        def run() -> Any:
-            values, nbytes = session.load(carrier, mapping, coord)
-            return (coord, values), lambda: session.give(carrier, nbytes)
-
-        return run
-
-    try:
-        jobs = [job(c) for c in grid.coords()]
-        for (coord, values), release in _prefetched(jobs, ahead, what):
-            try:
-                out.carrier.import_span(_box(x.shape, grid.origin(coord), grid.tile_shape), values)
-            finally:
-                release()
-    except BaseException:
-        out.carrier.release()
-        raise
-    finally:
-        session.end()
-    return out
-
-
 def prepare(
     carrier: cv.Carrier, invocation: cv.ResolvedInvocation
 ) -> cv.PreparedComposite | cv.Unsupported:
@@ -469,11 +488,6 @@ def prepare(
     return cv.PreparedComposite(lambda: cv.ProviderResult(_elementwise(invocation)))
 
 
-def _lower_saved(carrier: cv.Carrier, tensor: cv.Tensor) -> cv.Tensor:
-    """How the central VJP reads a saved tiled operand: one dense compute tensor, streamed."""
-    return dense(tensor, "backward")
-
-
 def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
     """The composite of TiledEvictable: the compute classes' plans for ``names``, streamed."""
     try:
@@ -489,5 +503,4 @@ def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
         capabilities=sorted(plans, key=repr),
         result_carriers=compute,
         prepare=prepare,
-        lower_saved=_lower_saved,
     )

@@ -340,10 +340,21 @@ class FileBacked(cv.Carrier):
                 os.close(folder)
             self._dir_synced = True
 
-    def fileno(self) -> int:
-        """The open descriptor, valid until ``release`` (which closes it once no I/O is left)."""
-        self._check_alive("fileno")
-        return self._fd
+    @contextlib.contextmanager
+    def descriptor(self) -> Iterator[int]:
+        """The open descriptor, for I/O of the caller's own inside the ``with`` block.
+
+        The block counts as a transfer in flight: ``release`` waits for it to end before it
+        closes the descriptor (a ``release`` inside the block closes it when the block ends),
+        so the number never reaches a file opened later. Writes made through it are not
+        counted by the carrier's version (saved tensors cannot see them): write data with
+        ``write`` / ``import_span``, and use the descriptor for ``fstat``, reads, advice.
+
+        Raises:
+            RuntimeError: the carrier was released.
+        """
+        with self._guard.use("descriptor"):
+            yield self._fd
 
     # -- positional I/O -----------------------------------------------------------------------
 

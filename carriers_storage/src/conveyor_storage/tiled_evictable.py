@@ -36,6 +36,7 @@ from conveyor_storage._residency import (
     ResidencyView,
 )
 from conveyor_storage._spans import Allocator, sibling_allocator
+from conveyor_storage._tiled_backward import TiledOperation
 from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet, TileState, check_tiers
 from conveyor_storage._transitions import TiledResidencyFacet, claim
 
@@ -458,6 +459,7 @@ class TiledEvictable(cv.DependentCarrier):
             )
             raise NotImplementedError(msg)
         op: cv.Operation = super().dispatch_op(operation_name)
+        op.__class__ = TiledOperation  # the same operation; its backward streams the tiles
         return op
 
     def __repr__(self) -> str:

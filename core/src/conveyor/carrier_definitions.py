@@ -264,6 +264,7 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
         )
         raise TypeError(msg)
     _check_names(_definition_names(definition), f"register_carrier_definition {cls.__name__}")
+    _journal.admit("register_carrier_definition")
     with _LOCK:
         if cls in _DEFINITIONS:
             state = "a definition" if _DEFINITIONS[cls] else "been used without a definition"
@@ -279,7 +280,10 @@ def register_carrier_definition(cls: type[Carrier], definition: CarrierDefinitio
             )
             raise ValueError(msg)
         _DEFINITIONS[cls] = definition
-        _install_hooks(cls)
+        installed = _install_hooks(cls)
+    _journal.record(
+        lambda: _unregister_definition(cls, definition, installed), "register_carrier_definition"
+    )
     if definition.transfers:
         from conveyor.move import register_move_route
 
@@ -313,6 +317,7 @@ def register_kernel_pack(pack: KernelPack) -> None:
         raise TypeError(msg)
     cls = pack.carrier
     _check_names((p.operation for p in pack.patterns), f"register_kernel_pack {pack.name!r}")
+    _journal.admit("register_kernel_pack")
     with _LOCK:
         if _DEFINITIONS.get(cls) is None:
             msg = (
@@ -327,7 +332,7 @@ def register_kernel_pack(pack: KernelPack) -> None:
             )
             raise ValueError(msg)
         _PACKS.setdefault(cls, []).append(pack)
-    _journal.record(lambda: _unregister_pack(pack))
+    _journal.record(lambda: _unregister_pack(pack), "register_kernel_pack")
 
 
 def _unregister_pack(pack: KernelPack) -> None:
@@ -523,13 +528,30 @@ _IMPLEMENTATIONS: Final[dict[str, Any]] = {
 }
 
 
-def _install_hooks(cls: type) -> None:
+def _install_hooks(cls: type) -> tuple[str, ...]:
+    """Give ``cls`` the definition's implementation of each hook it leaves at the default."""
     from conveyor.carrier import Carrier
 
+    installed = []
     for hook in _HOOKS:
         owner = next(c for c in cls.__mro__ if hook in c.__dict__)
         if owner is Carrier:  # still the base default
             setattr(cls, hook, _IMPLEMENTATIONS[hook])
+            installed.append(hook)
+    return tuple(installed)
+
+
+def _unregister_definition(
+    cls: type, definition: CarrierDefinition, installed: tuple[str, ...]
+) -> None:
+    """Withdraw ``cls``'s definition and hooks (its plugin ended broken) unless it was used."""
+    with _LOCK:
+        if _DEFINITIONS.get(cls) is not definition or cls in _SEALED:
+            return
+        del _DEFINITIONS[cls]
+        for hook in installed:
+            if cls.__dict__.get(hook) is _IMPLEMENTATIONS[hook]:
+                delattr(cls, hook)
 
 
 def carrier_facet(carrier: Carrier, facet: type[_F]) -> _F | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
+from conveyor import _journal
 from conveyor.capabilities import _key
 from conveyor.carrier_definitions import (
     CarrierDefinition,
@@ -343,8 +344,17 @@ def define_operation(
         scalar_roles=scalar_roles,
         optional_roles=optional_roles,
     )
+    _journal.admit(f"define_operation {name}")
     _register_operation(definition)
+    _journal.record(lambda: _unregister_operation(definition), f"define_operation {name}")
     return definition
+
+
+def _unregister_operation(definition: OperationDefinition) -> None:
+    """Withdraw ``definition`` (the plugin that defined it at import ended broken)."""
+    with _OPERATIONS_LOCK:
+        if _OPERATIONS.get(definition.name) is definition:
+            del _OPERATIONS[definition.name]
 
 
 def _contributed_definitions() -> None:

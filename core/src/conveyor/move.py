@@ -100,6 +100,7 @@ def register_move_route(
         ValueError: a route for this exact pair is already registered or contributed.
     """
     route = MoveRoute(source=source, destination=destination, copy=copy)
+    _journal.admit("register_move_route")
     global _merged
     with _lock:
         pair = (route.source, route.destination)
@@ -107,7 +108,7 @@ def register_move_route(
             raise _duplicate(route)
         _registered[pair] = route
         _merged = None
-    _journal.record(lambda: _unregister(route))
+    _journal.record(lambda: _unregister(route), "register_move_route")
     return route
 
 

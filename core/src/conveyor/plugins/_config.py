@@ -23,9 +23,14 @@ ENVIRONMENT_VARIABLES: Final = (
     "CONVEYOR_DISABLE_PLUGINS",
     "CONVEYOR_STRICT_PLUGINS",
     "CONVEYOR_PREFER",
+    "CONVEYOR_PLUGIN_IMPORT_TIMEOUT",
 )
 
-_ALLOW_VAR, _BLOCK_VAR, _STRICT_VAR, _PREFER_VAR = ENVIRONMENT_VARIABLES
+_ALLOW_VAR, _BLOCK_VAR, _STRICT_VAR, _PREFER_VAR, _TIMEOUT_VAR = ENVIRONMENT_VARIABLES
+#: Seconds one plugin's import may take before it is abandoned and marked broken. Generous: an
+#: import needing 2 s of CPU (conveyor-dask, with dask) took 14 s on a 2-core machine at load 18,
+#: and cutting off a healthy plugin is worse than waiting on a hung one.
+DEFAULT_IMPORT_TIMEOUT: Final = 60.0
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
@@ -110,6 +115,29 @@ def _strict(value: object, environ: Mapping[str, str]) -> bool:
     raise ValueError(msg)
 
 
+def _import_timeout(value: object, environ: Mapping[str, str]) -> tuple[float, str]:
+    """The import time limit in seconds and how to name its source in messages."""
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            msg = f"PluginHost(import_timeout=...): expected seconds, got {value!r}"
+            raise TypeError(msg)
+        if not 0 < value < float("inf"):
+            msg = f"PluginHost(import_timeout=...): expected seconds > 0, got {value!r}"
+            raise ValueError(msg)
+        return float(value), f"PluginHost(import_timeout={value!r})"
+    raw = environ.get(_TIMEOUT_VAR, "").strip()
+    if not raw:
+        return DEFAULT_IMPORT_TIMEOUT, f"{_TIMEOUT_VAR} (unset, default {DEFAULT_IMPORT_TIMEOUT:g})"
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        msg = f"{_TIMEOUT_VAR}={raw!r} is not a number of seconds > 0; set it to e.g. 30"
+        raise ValueError(msg)
+    return seconds, f"{_TIMEOUT_VAR}={raw!r}"
+
+
 def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
     pairs: list[tuple[str, str]] = []
     if value is not None:
@@ -152,6 +180,9 @@ class _HostConfig:
     #: Canonical carrier name -> canonical distribution name chosen by the user.
     prefer: Mapping[str, str]
     prefer_source: str
+    #: Seconds one plugin's import may take; and how to name where that came from.
+    import_timeout: float
+    import_timeout_source: str
 
     @classmethod
     def create(
@@ -161,17 +192,21 @@ class _HostConfig:
         block: Iterable[str] | None,
         strict: bool | None,
         prefer: Mapping[str, str] | None,
+        import_timeout: float | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> _HostConfig:
         """Combine arguments with the environment; raises on malformed values, naming them."""
         env = os.environ if environ is None else environ
         prefer_source = "PluginHost(prefer=...)" if prefer is not None else _PREFER_VAR
+        timeout, timeout_source = _import_timeout(import_timeout, env)
         return cls(
             allow=_selection("allow", _ALLOW_VAR, allow, env),
             block=_selection("block", _BLOCK_VAR, block, env),
             strict=_strict(strict, env),
             prefer=_prefer(prefer, env),
             prefer_source=prefer_source,
+            import_timeout=timeout,
+            import_timeout_source=timeout_source,
         )
 
     def exclusion(self, name: str, distribution: str | None) -> str | None:

@@ -23,6 +23,7 @@ import pluggy
 from conveyor.plugins import _hookspecs
 from conveyor.plugins._config import _HostConfig, canonical_name
 from conveyor.plugins._discovery import _Candidate, registration_name, scan
+from conveyor.plugins._importing import in_plugin_import
 from conveyor.plugins._load import (
     _Observer,
     _Outcome,
@@ -55,6 +56,11 @@ SHIPPED_DISTRIBUTIONS: Final = frozenset(
 _ROUTES_HOOK: Final = "conveyor_move_routes"
 _PACKS_HOOK: Final = "conveyor_kernel_packs"
 _OBSERVERS_HOOK: Final = "conveyor_operation_observers"
+_QUERY_WHILE_LOADING: Final = (
+    "plugin host: a plugin queried the host (created a tensor or looked up a carrier) while "
+    "being imported; plugins are still loading then, so do it when the plugin is first used "
+    "instead"
+)
 
 
 @attrs.frozen
@@ -357,10 +363,12 @@ class PluginHost:
     """Discovers the ``conveyor.plugins`` entry points and holds what the plugins contribute.
 
     Options default to the environment (``CONVEYOR_PLUGINS``, ``CONVEYOR_DISABLE_PLUGINS``,
-    ``CONVEYOR_STRICT_PLUGINS``, ``CONVEYOR_PREFER``); an argument wins over its variable.
+    ``CONVEYOR_STRICT_PLUGINS``, ``CONVEYOR_PREFER``, ``CONVEYOR_PLUGIN_IMPORT_TIMEOUT``); an
+    argument wins over its variable.
     ``allow``/``block`` name entry points or distributions and are applied before anything is
     imported; ``allow=[]`` loads no plugin. ``prefer`` maps a carrier name to the distribution
-    that should provide it when several do.
+    that should provide it when several do. ``import_timeout`` is how many seconds one plugin's
+    import may take: one that takes longer is abandoned on its helper thread and marked broken.
 
     The host is mutable only through its cache: it scans on first query and again on
     ``refresh()``. It is safe to share between threads.
@@ -379,8 +387,11 @@ class PluginHost:
         strict: bool | None = None,
         prefer: Mapping[str, str] | None = None,
         group: str = _DEFAULT_GROUP,
+        import_timeout: float | None = None,
     ) -> None:
-        self._config = _HostConfig.create(allow=allow, block=block, strict=strict, prefer=prefer)
+        self._config = _HostConfig.create(
+            allow=allow, block=block, strict=strict, prefer=prefer, import_timeout=import_timeout
+        )
         self._group = group
         self._lock = threading.RLock()
         self._discovery: _Discovery | None = None
@@ -416,17 +427,15 @@ class PluginHost:
         found = self._discovery
         if found is not None:
             return found
+        # A plugin imports on a helper thread while the scanning thread holds the lock.
+        if self._loading and in_plugin_import():
+            raise RuntimeError(_QUERY_WHILE_LOADING)
         with self._lock:
             found = self._discovery
             if found is not None:
                 return found
             if self._loading:
-                msg = (
-                    "plugin host: a plugin queried the host (created a tensor or looked up a "
-                    "carrier) while being imported; plugins are still loading then, so do it "
-                    "when the plugin is first used instead"
-                )
-                raise RuntimeError(msg)
+                raise RuntimeError(_QUERY_WHILE_LOADING)
             self._loading = True
             try:
                 found, interrupt = self._load_all()

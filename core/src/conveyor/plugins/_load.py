@@ -22,6 +22,7 @@ from conveyor import _journal
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
+from conveyor.plugins._importing import ImportTimeout, load_entry_point
 from conveyor.plugins._state import PluginRecord, PluginState, PluginUnavailable
 
 if TYPE_CHECKING:
@@ -148,9 +149,19 @@ def _check_api(candidate: _Candidate, declared: object) -> str:
     return match.string
 
 
-def _import(candidate: _Candidate) -> object:
+def _import(candidate: _Candidate, config: _HostConfig) -> object:
+    timeout = config.import_timeout
+    abandon = (
+        f"{candidate.label}: importing {candidate.value!r} did not finish within {timeout:g} s "
+        f"(the limit set by {config.import_timeout_source}); it is broken and anything it "
+        f"registers later is refused; block it with CONVEYOR_DISABLE_PLUGINS={candidate.name} "
+        f"(`conveyor plugins --no-load` lists plugins without importing them), or raise "
+        f"CONVEYOR_PLUGIN_IMPORT_TIMEOUT if it is only slow"
+    )
     try:
-        return candidate.entry_point.load()
+        return load_entry_point(candidate.entry_point, timeout, abandon)
+    except ImportTimeout as exc:
+        raise _Failure(PluginState.BROKEN, str(exc), cause=exc) from exc
     except PluginUnavailable as exc:
         raise _Failure(PluginState.UNAVAILABLE, f"{candidate.label}: {exc}", cause=exc) from exc
     # Every kind, SystemExit and KeyboardInterrupt included: a plugin must never stop the host.
@@ -397,12 +408,13 @@ def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConf
     Registrations the plugin makes directly while loading are journaled: withdrawn at once if
     it does not load, kept in the outcome (``registrations``) otherwise.
     """
-    with _journal.journal() as entries:
+    package = candidate.entry_point.module.partition(".")[0]
+    with _journal.journal(_journal.Journal(package)) as journal:
         outcome = _load(manager, candidate, config)
     if outcome.record.state is not PluginState.LOADED:
-        _journal.undo(entries)
+        _journal.undo(journal.entries)
         return outcome
-    return attrs.evolve(outcome, registrations=tuple(entries))
+    return attrs.evolve(outcome, registrations=journal.entries)
 
 
 def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
@@ -412,7 +424,7 @@ def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostCon
         return _Outcome(_record(candidate, PluginState.DISABLED, error=error))
     api: str | None = None
     try:
-        plugin = _import(candidate)
+        plugin = _import(candidate, config)
         declared = _declared_api(candidate, plugin)
         # Recorded as written even when refused, so the listing shows what the plugin said.
         api = declared if isinstance(declared, str) else None
@@ -433,6 +445,9 @@ def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostCon
             hook=failure.hook,
         )
         return _Outcome(record, cause=failure.cause)
+
+
+_journal.boundary(_load.__code__)
 
 
 def broken_outcome(

@@ -6,7 +6,7 @@ Generic raises for the same call) before the framework publishes anything. The p
 Conveyor's reference NumPy kernel of the name, so conversions, arithmetic, accumulator and
 output dtype are the plan's exactly; dask supplies the distribution:
 
-- elementwise names and activations: ``map_blocks`` over operands broadcast to the result;
+- elementwise names and activations: ``blockwise`` over operands aligned as NumPy broadcasts;
 - sums and products: a dask tree reduction in the plan's accumulator dtype, rounded once;
   maxima and minima: a dask tree reduction (exact in any order);
 - ``matmul``: blocked ``dask.array.matmul`` on operands converted to the plan's dtype;
@@ -19,7 +19,6 @@ output dtype are the plan's exactly; dask supplies the distribution:
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -73,13 +72,7 @@ def _session(ctx: _Context) -> Any:
 
 
 def _fresh(ctx: _Context) -> str:
-    """A unique graph name for a kernel's blocks.
-
-    Naming the layer skips dask's tokenizing of the per-call closure (a pickle and a hash per
-    call, most of a tiny operation's cost); uniqueness is right because every call publishes a
-    fresh result.
-    """
-    return f"{_name(ctx)}-{uuid.uuid4().hex}"
+    return _storage.fresh_name(_name(ctx))
 
 
 def _meta(ndim: int, dtype: cv.DType) -> np.ndarray[Any, Any]:
@@ -175,6 +168,13 @@ def _whole(ctx: _Context) -> cv.ProviderResult:
 
 
 def _elementwise(ctx: _Context) -> cv.ProviderResult:
+    """The reference kernel block by block, over operands aligned the way NumPy broadcasts.
+
+    Operands keep their own shapes and chunks: ``blockwise`` lines their axes up from the
+    right, rechunks axes whose chunks differ to a common grid, and hands an operand's single
+    block along every axis where it has extent 1, so each task broadcasts only its own blocks
+    (``map_blocks`` would do none of that alignment and pair blocks of different shapes).
+    """
     import dask.array as da
 
     spec = ctx.invocation.results[0]
@@ -182,16 +182,21 @@ def _elementwise(ctx: _Context) -> cv.ProviderResult:
     where = [i for i, x in enumerate(operands) if isinstance(x, da.Array)]
     if spec.layout.size == 0 or not spec.shape:
         return _whole(ctx)
-    arrays = [da.broadcast_to(operands[i], spec.shape) for i in where]
+    ndim = len(spec.shape)
+    out_index = tuple(range(ndim))
+    pairs: list[Any] = []
+    for i in where:
+        pairs += [operands[i], out_index[ndim - operands[i].ndim :]]
     template = [None if i in where else x for i, x in enumerate(operands)]
-    result = da.map_blocks(
+    result = da.blockwise(
         _elementwise_block,
-        *arrays,
+        out_index,
+        *pairs,
         call=_call(ctx),
         template=template,
         where=where,
         dtype=spec.dtype.numpy,
-        meta=_meta(len(spec.shape), spec.dtype),
+        meta=_meta(ndim, spec.dtype),
         name=_fresh(ctx),
     )
     return _publish(ctx, [result])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "chunk_bytes",
     "chunks_for",
     "compute",
+    "fresh_name",
     "logical",
     "persist",
     "scatter",
@@ -72,6 +74,11 @@ class Distributed:
     def base(self, value: da.Array) -> None:
         self._base = value
 
+    def drop(self) -> None:
+        """Forget the array (its futures), so the workers free its blocks; storage is now empty."""
+        self._base = None
+        self.size = 0
+
     @property
     def chunks(self) -> tuple[int, ...]:
         """The largest chunk's shape."""
@@ -95,14 +102,41 @@ def chunk_bytes(shape: tuple[int, ...], dtype: cv.DType, session: Any) -> int:
     return _cluster.chunk_limit(math.prod(shape) * np.dtype(dtype.numpy).itemsize, session)
 
 
+# Graph names carry a random tag (other clients may share the scheduler), the process id (a
+# forked child keeps the tag and the count) and a count.
+_TAG: Final = os.urandom(6).hex()
+_COUNT: Final = itertools.count()
+# Values up to this many bytes travel inside the graph that stores them, submitted without
+# waiting (the next kernel's wait covers them); larger ones are scattered to the workers.
+_INLINE_BYTES: Final = 1 << 20
+
+
+def fresh_name(prefix: str) -> str:
+    """A unique graph name.
+
+    Naming a layer skips dask's tokenizing of its arguments (a pickle and a hash per call);
+    uniqueness is right because every call publishes a fresh result. A counter is cheaper than
+    a UUID per call and as unique within the scheduler.
+    """
+    return f"{prefix}-{_TAG}-{os.getpid():x}-{next(_COUNT)}"
+
+
 def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, int]:
-    """``values`` cut into chunks and sent straight to the workers, as one dask array."""
+    """``values`` cut into chunks on the workers, as one dask array.
+
+    Small values ride in the graph, so storing them costs no round trip of its own (and a
+    worker lost later can recompute them); larger ones go straight to the workers.
+    """
     import dask.array as da
 
     limit = chunk_bytes(values.shape, dtype, session)
     chunks = chunks_for(values.shape, dtype.numpy, limit)
     if values.size == 0:
         return da.zeros(values.shape, dtype.numpy, chunks=chunks), limit
+    if values.nbytes <= _INLINE_BYTES:
+        inline = da.from_array(np.array(values), chunks=chunks, name=fresh_name("values"))
+        (array,) = persist("move", [inline], session, wait=False)
+        return array, limit
     starts = [list(itertools.accumulate(c, initial=0)) for c in chunks]
     grid = list(itertools.product(*(range(len(c)) for c in chunks)))
     blocks = [
@@ -119,8 +153,14 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     return da.block(parts.tolist()) if values.ndim else parts[()], limit
 
 
-def persist(operation: str, arrays: list[da.Array], session: Any) -> list[da.Array]:
-    """``arrays`` computed and kept on the workers; raises what the computation raised."""
+def persist(
+    operation: str, arrays: list[da.Array], session: Any, *, wait: bool = True
+) -> list[da.Array]:
+    """``arrays`` computed and kept on the workers; raises what the computation raised.
+
+    ``wait=False`` only submits the work (for moves of blocks, which cannot fail as a kernel
+    can): whatever reads the result waits for it.
+    """
     import distributed
 
     session.check(operation)
@@ -128,8 +168,9 @@ def persist(operation: str, arrays: list[da.Array], session: Any) -> list[da.Arr
         done = list(session.client.persist(arrays))
     except OSError as exc:
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
-    with session.client.as_current():
-        _cluster.wait(operation, distributed.futures_of(done), session)
+    if wait:
+        with session.client.as_current():
+            _cluster.wait(operation, distributed.futures_of(done), session)
     return done
 
 
@@ -177,10 +218,11 @@ def logical(handle: Distributed, layout: cv.Layout) -> da.Array:
     if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
         if base.ndim <= 1 and len(layout.shape) > 1:
             # Data that arrived flat: keep it in this shape with squarish chunks from now on.
+            # Not waited for: moving persisted blocks cannot fail the way a kernel can, and the
+            # kernel reading it waits anyway (a lost worker is reported there).
             chunks = chunks_for(layout.shape, handle.dtype.numpy, handle.limit)
-            (handle.base,) = persist(
-                "reshape", [base.reshape(layout.shape).rechunk(chunks)], handle.session
-            )
+            shaped = base.reshape(layout.shape).rechunk(chunks)
+            (handle.base,) = persist("reshape", [shaped], handle.session, wait=False)
             return handle.base
         return base.reshape(layout.shape)
     transposed = _as_transpose(layout, base.shape)
@@ -239,9 +281,7 @@ class DaskStorage(cv.StorageProvider):
         return Distributed(None, size, dtype, chunk_bytes((size,), dtype, session), session)
 
     def release(self, handle: Distributed) -> None:
-        import dask.array as da
-
-        handle.base = da.zeros((0,), handle.dtype.numpy)  # drops the futures, freeing workers
+        handle.drop()
 
     def read(self, handle: Distributed, index: int) -> Any:
         return compute("read", _flat(handle)[index], handle.session).item()

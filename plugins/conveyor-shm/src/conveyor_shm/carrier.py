@@ -34,6 +34,14 @@ __all__ = ["SharedMemoryCarrier", "SharedMemoryFacet"]
 _Array = np.ndarray[Any, Any]
 
 
+#: Names of the segments this process created and has not unlinked yet. Python registers every
+#: segment it opens with the process's resource tracker (which unlinks what is left at exit), and
+#: the tracker holds each name once, however often it is registered: only names missing here were
+#: registered by an attach alone, and only those may be unregistered. A forked child shares its
+#: parent's tracker and inherits this set, so it too leaves its parent's registrations alone.
+_CREATED: set[str] = set()
+
+
 def _close(shm: shared_memory.SharedMemory, owner: bool) -> None:
     """Close the mapping and, in the creating process, unlink the segment (idempotent)."""
     # A NumPy view still alive keeps the mapping (it goes with the view); the name goes now.
@@ -41,7 +49,8 @@ def _close(shm: shared_memory.SharedMemory, owner: bool) -> None:
         shm.close()
     if owner:
         with contextlib.suppress(FileNotFoundError):  # already unlinked
-            shm.unlink()
+            shm.unlink()  # also drops the tracker's registration
+        _CREATED.discard(shm.name)
 
 
 _SHM_DIRECTORY: Final = "/dev/shm"
@@ -138,14 +147,17 @@ class _SharedMemoryStorage(cv.StorageProvider):
         except BaseException:
             _close(shm, owner=True)
             raise
+        _CREATED.add(shm.name)
         # A new segment reads as zeros: no page is touched to zero-fill it.
         return _Segment(shm, size, dtype, owner=True)
 
     def attach(self, name: str, size: int, dtype: cv.DType) -> _Segment:
         shm = shared_memory.SharedMemory(name)
         # Python 3.11 registers attached segments with this process's resource tracker, which
-        # would unlink them at exit; only the creating process owns the name.
-        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]  # CPython's private name
+        # would unlink them at exit; only the creating process owns the name. Where this process
+        # created the segment, the registration is the creator's own and must stay (``_CREATED``).
+        if shm.name not in _CREATED:
+            resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]  # CPython's private name
         if shm.size < size * np.dtype(dtype.numpy).itemsize:
             shm.close()
             msg = f"attach on SharedMemoryCarrier: segment {name!r} is smaller than {size} slots"

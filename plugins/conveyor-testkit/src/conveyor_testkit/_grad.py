@@ -19,6 +19,7 @@ from conveyor.policy import OperationPlan
 from conveyor_testkit._compare import Tolerance, _eps, compare
 from conveyor_testkit._inputs import Case, cases_for, options_for, plan_text
 from conveyor_testkit._run import PlanFailure, describe_error
+from conveyor_testkit._surface import Surface
 from conveyor_testkit._target import make_tensor
 
 __all__ = ["check_gradients", "gradient_plans"]
@@ -37,10 +38,13 @@ def gradient_plans(plans: list[OperationPlan]) -> list[OperationPlan]:
     return list(picked.values())
 
 
-def _smooth_case(plan: OperationPlan, seed: int) -> Case | None:
-    """The plan's first small, non-empty case with its floating tensors made smooth."""
+def _smooth_case(plan: OperationPlan, seed: int, surface: Surface | None) -> Case | None:
+    """The plan's first small, non-empty case (inside the direct ``surface``, when there is
+    one) with its floating tensors made smooth."""
     rng = np.random.default_rng([seed, len(plan_text(plan))])
     for case in cases_for(plan, seed):
+        if surface is not None and surface.refuses(plan, case) is not None:
+            continue
         arrays = [v for v in case.operands if isinstance(v, np.ndarray)]
         if not arrays or any(a.size == 0 or a.size > _MAX_ELEMENTS for a in arrays):
             continue
@@ -54,8 +58,15 @@ def _smooth_case(plan: OperationPlan, seed: int) -> Case | None:
     return None
 
 
-def _loss_grads(cls: type[cv.Carrier], plan: OperationPlan, case: Case, weights: Any) -> list[Any]:
-    """d sum(weights * output 0) / d each floating tensor operand, on ``cls``."""
+def _loss_grads(
+    cls: type[cv.Carrier],
+    plan: OperationPlan,
+    case: Case,
+    weights: Any,
+    results: type[cv.Carrier] | None = None,
+) -> list[Any]:
+    """d sum(weights * output 0) / d each floating tensor operand, on ``cls`` (whose outputs
+    live on ``results``, when a composite's results live on its compute class)."""
     inputs = [
         make_tensor(cls, v, o.dtype) if isinstance(v, np.ndarray) else v
         for v, o in zip(case.operands, plan.operands, strict=True)
@@ -68,7 +79,8 @@ def _loss_grads(cls: type[cv.Carrier], plan: OperationPlan, case: Case, weights:
         *inputs, options=options_for(plan, case)
     )
     out = result[0] if isinstance(result, tuple) else result
-    out.backward(make_tensor(cls, np.asarray(weights, out.dtype.numpy), out.dtype))
+    weights = np.asarray(weights, out.dtype.numpy)
+    out.backward(make_tensor(cls if results is None else results, weights, out.dtype))
     return [None if x.grad is None else np.array(x.grad.numpy()) for x in wants]
 
 
@@ -105,16 +117,21 @@ def _numeric(oracle: type[cv.Carrier], plan: OperationPlan, case: Case, weights:
 
 
 def check_gradients(
-    target: type[cv.Carrier], oracle: type[cv.Carrier], plan: OperationPlan, seed: int
+    target: type[cv.Carrier],
+    oracle: type[cv.Carrier],
+    plan: OperationPlan,
+    seed: int,
+    surface: Surface | None = None,
 ) -> PlanFailure | None:
     """The first gradient problem of ``plan`` on ``target``, or ``None`` (also when no case fits).
 
-    Generic (``target is oracle``) is checked against central differences on float64 plans only.
+    Generic (``target is oracle``) is checked against central differences on float64 plans only;
+    a composite with a direct ``surface`` on a case inside it.
     """
     independent = target is oracle
     if independent and plan.compute is not cv.float64:
         return None
-    case = _smooth_case(plan, seed)
+    case = _smooth_case(plan, seed, surface)
     if case is None:
         return None
     text, name = plan_text(plan), plan.operation
@@ -130,7 +147,8 @@ def check_gradients(
     except Exception:
         return None  # the oracle cannot differentiate this case: nothing to compare
     try:
-        got = _loss_grads(target, plan, case, weights)
+        results = None if surface is None else surface.results
+        got = _loss_grads(target, plan, case, weights, results)
     except Exception as exc:
         detail = f"backward raised {describe_error(exc)}; the oracle differentiates this case"
         return PlanFailure(name, text, case.label, "gradients: " + detail)

@@ -20,7 +20,9 @@ import conveyor as cv
 from conveyor.policy import OperationPlan
 from conveyor_testkit._compare import compare, tolerance
 from conveyor_testkit._inputs import Case, cases_for, operand_arrays, options_for, plan_text
+from conveyor_testkit._probe import record_work
 from conveyor_testkit._reference import reference
+from conveyor_testkit._surface import Surface
 from conveyor_testkit._target import make_tensor
 
 __all__ = ["PlanFailure", "check_plan", "describe_error"]
@@ -192,10 +194,54 @@ def _check_case(
     return None
 
 
-def check_plan(
-    target: type[cv.Carrier], oracle: type[cv.Carrier], plan: OperationPlan, seed: int
+def _check_refused(
+    target: type[cv.Carrier], plan: OperationPlan, case: Case, surface: Surface, why: str
 ) -> PlanFailure | None:
-    """The first failing case of ``plan`` on ``target`` against ``oracle``, or ``None``."""
+    """A case outside a composite's direct surface: refused before any work, with the hint."""
+    text, name = plan_text(plan), plan.operation
+    inputs = [
+        make_tensor(target, v, o.dtype) if isinstance(v, np.ndarray) else v
+        for v, o in zip(case.operands, plan.operands, strict=True)
+    ]
+    first = next(t for t in inputs if isinstance(t, cv.Tensor))
+    operation = first.carrier.dispatch_op(name)
+    with record_work(target, None) as work:
+        try:
+            with cv.no_grad():
+                operation.forward(*inputs, options=options_for(plan, case))
+        except NotImplementedError as exc:
+            error: BaseException | None = exc
+        except Exception as exc:
+            detail = (
+                f"outside the direct surface ({why}) it raised {describe_error(exc)}, not "
+                f"NotImplementedError"
+            )
+            return PlanFailure(name, text, case.label, detail)
+        else:
+            error = None
+    if error is None:
+        detail = f"outside the direct surface ({why}) it returned a result instead of refusing"
+        return PlanFailure(name, text, case.label, detail)
+    if surface.hint not in str(error):
+        detail = f"its refusal does not say to {surface.hint} first: {describe_error(error)}"
+        return PlanFailure(name, text, case.label, detail)
+    if work:
+        detail = f"it did work before refusing a call outside its surface: {', '.join(work)}"
+        return PlanFailure(name, text, case.label, detail)
+    return None
+
+
+def check_plan(
+    target: type[cv.Carrier],
+    oracle: type[cv.Carrier],
+    plan: OperationPlan,
+    seed: int,
+    surface: Surface | None = None,
+) -> PlanFailure | None:
+    """The first failing case of ``plan`` on ``target`` against ``oracle``, or ``None``.
+
+    With a direct ``surface``, the cases outside it must be refused instead.
+    """
     try:
         cases = cases_for(plan, seed)
     except KeyError:
@@ -205,7 +251,11 @@ def check_plan(
         )
         return PlanFailure(plan.operation, plan_text(plan), "-", detail)
     for case in cases:
-        failure = _check_case(target, oracle, plan, case)
+        why = surface.refuses(plan, case) if surface is not None else None
+        if surface is not None and why is not None:
+            failure = _check_refused(target, plan, case, surface, why)
+        else:
+            failure = _check_case(target, oracle, plan, case)
         if failure is not None:
             return failure
     return None

@@ -19,6 +19,7 @@ import conveyor as cv
 from conveyor import plugins
 from conveyor.capabilities import CapabilitySet
 from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor_testkit._surface import TILED, Surface, tiled_surface
 
 __all__ = ["Target", "make_tensor", "resolve_target"]
 
@@ -60,6 +61,7 @@ class Target:
     oracle: type[cv.Carrier] | None = None
     storable: frozenset[cv.DType] = frozenset()
     hierarchy: tuple[type[cv.Carrier], type[cv.Carrier]] | None = None
+    surface: Surface | None = None
 
     @property
     def title(self) -> str:
@@ -88,9 +90,14 @@ def resolve_target(name: str) -> Target:
     Raises:
         ValueError: no carrier is registered under ``name`` (the host's message lists them).
     """
-    hierarchy = None
-    if name.partition(":")[0].strip().lower() == _COMPOSITE:
+    hierarchy, surface = None, None
+    kind = name.partition(":")[0].strip().lower()
+    if kind == _COMPOSITE:
         cls, hierarchy = _composite(name)
+    elif kind == TILED:
+        cls, surface = tiled_surface(name)
+        hierarchy = surface.tiers
+        _BUILDERS[cls] = surface.build
     else:
         cls = plugins.host().carrier(name)
     if issubclass(cls, cv.DependentCarrier) and hierarchy is None:
@@ -127,6 +134,7 @@ def resolve_target(name: str) -> Target:
         oracle=_oracle(),
         storable=frozenset(d for d in CONCRETE_DTYPES if _allocates(cls, d)),
         hierarchy=hierarchy,
+        surface=surface,
     )
 
 

@@ -174,6 +174,7 @@ class Report:
 
 _COLUMNS: Final = ("passed", "failed", "skipped")
 _ORACLE_TEST: Final = "TestAdvertisedPlansMatchTheOracle::"
+_SURFACE_MODULE: Final = "conveyor_testkit.test_surface"
 _TARGET: Final = pytest.StashKey[Target | None]()
 _REPORT: Final = pytest.StashKey[Report]()
 
@@ -267,10 +268,18 @@ class _Recorder:
         self.report = report
         self.items: set[str] = set()
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        # The direct-surface contract is only a tiled composite's: others never collect it.
+        target = self.report.target
+        if target is None or target.surface is None:
+            dropped = [i for i in items if _module(i) == _SURFACE_MODULE]
+            if dropped:
+                config.hook.pytest_deselected(items=dropped)
+                items[:] = [i for i in items if _module(i) != _SURFACE_MODULE]
         for item in items:
-            module = getattr(getattr(item, "module", None), "__name__", "")
-            if module.startswith("conveyor_testkit."):
+            if _module(item).startswith("conveyor_testkit."):
                 self.items.add(item.nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -285,6 +294,10 @@ class _Recorder:
             self.report.checks[check] = ("failed", _failure_text(report))
         elif report.when == "call":
             self.report.checks.setdefault(check, ("passed", ""))
+
+
+def _module(item: pytest.Item) -> str:
+    return str(getattr(getattr(item, "module", None), "__name__", ""))
 
 
 def _failure_text(report: pytest.TestReport) -> str:

@@ -31,7 +31,7 @@ class TestAdvertisedPlansMatchTheOracle:
         plans = conveyor_report.sample(name, advertised)
         failures = []
         for plan in plans:
-            failure = check_plan(target.cls, oracle, plan, conveyor_report.seed)
+            failure = check_plan(target.cls, oracle, plan, conveyor_report.seed, target.surface)
             if failure is not None:
                 failures.append(failure)
         conveyor_report.record(name, len(advertised), len(plans) - len(failures), failures)

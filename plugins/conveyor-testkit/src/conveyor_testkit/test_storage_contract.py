@@ -99,6 +99,8 @@ def _problems_assignment(target: Target, dtype: cv.DType) -> Iterator[str]:
     for n, key in enumerate(_KEYS):
         values = _values(dtype, _SHAPE, 2)
         t = make_tensor(target.cls, values, dtype)
+        if target.surface is not None:
+            target.surface.writable(t)  # a tiled tensor is written in its resident tiles
         new = _values(dtype, np.shape(values[key]), 3 + n)
         expected = values.copy()
         expected[key] = new
@@ -115,12 +117,35 @@ def _problems_assignment(target: Target, dtype: cv.DType) -> Iterator[str]:
             yield f"{dtype.name} x[{key!r}] = v did not bump the tensor's version"
 
 
+def _problems_views_refused(target: Target, dtype: cv.DType) -> Iterator[str]:
+    """A composite with a direct surface refuses every view (project first), bit for bit
+    leaving the tensor as it was."""
+    assert target.surface is not None
+    values = _values(dtype, _SHAPE, 1)
+    t = make_tensor(target.cls, values, dtype)
+    for key in _KEYS:
+        try:
+            t[key]
+        except NotImplementedError as exc:
+            if target.surface.hint not in str(exc):
+                yield f"{dtype.name} x[{key!r}]: the refusal does not say to project: {exc}"
+            continue
+        except Exception as exc:
+            yield f"{dtype.name} x[{key!r}] raised {type(exc).__name__}, not NotImplementedError"
+            continue
+        yield f"{dtype.name} x[{key!r}] gave a view; a direct surface takes the full tensor only"
+    if _bits(t.numpy()) != _bits(values):
+        yield f"{dtype.name}: a refused view changed the tensor"
+
+
 class TestIndexingAndAssignment:
     def test_indexing_matches_numpy(self, conveyor_target: Target) -> None:
-        """Basic indexing and the tensor views give NumPy's elements and refusals, bit-exact."""
-        problems = [
-            p for d in _dtypes(conveyor_target) for p in _problems_indexing(conveyor_target, d)
-        ]
+        """Basic indexing and the tensor views give NumPy's elements and refusals, bit-exact
+        (a composite with a direct surface refuses them, telling to project first)."""
+        problems_of = (
+            _problems_indexing if conveyor_target.surface is None else _problems_views_refused
+        )
+        problems = [p for d in _dtypes(conveyor_target) for p in problems_of(conveyor_target, d)]
         if problems:
             listed = "\n  ".join(problems[:8])
             pytest.fail(
@@ -144,6 +169,11 @@ class TestMoves:
         """Every storable dtype moves to CPU and back (and from CPU) without changing a bit
         (CPU itself: to Generic and back)."""
         cls, problems = conveyor_target.cls, []
+        if conveyor_target.surface is not None:
+            pytest.skip(
+                f"{cls.__name__} exchanges values with compute tensors through project and "
+                f"scatter (checked by TestDirectSurface), not through cv.move"
+            )
         try:  # CPU's own round trip goes through Generic
             cpu = plugins.host().carrier("generic" if conveyor_target.name == "cpu" else "cpu")
         except ValueError:

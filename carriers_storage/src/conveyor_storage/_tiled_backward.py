@@ -1,0 +1,187 @@
+"""Backward of the direct operations: the central VJP, applied tile by tile within the budget.
+
+The central rule of each direct name is local: an elementwise gradient at a tile needs only
+that tile of each saved operand and of the cotangent, and a matmul gradient is a sum over
+tile products. So the backward runs the central rule (``conveyor.gradients.vjp``) on one tile
+(or one tile pair) at a time, loading saved tiles the way the forward streams them, and
+assembles the dense compute-class gradients. ``add`` and ``reduce_sum`` read no saved values,
+so their rule runs once on the saved tensors themselves. Gradient math stays central.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+
+import conveyor as cv
+from conveyor.definitions import DefinitionOperation
+from conveyor.gradients import vjp
+from conveyor.progress import active, report
+from conveyor_storage._streaming import Hold, _operand, _Session
+
+if TYPE_CHECKING:
+    from conveyor_storage.tiled_evictable import TiledEvictable
+
+__all__ = ["TiledOperation"]
+
+_SHAPE_ONLY: Final = frozenset({"add", "reduce_sum"})  # rules that read no saved values
+_ELEMENTWISE: Final = frozenset({"mul", "elementwise_mul", "relu"})
+
+
+class _TileCall:
+    """What the central rule reads of an operation, for one tile of the saved inputs."""
+
+    __slots__ = ("_dispatch_carrier_class", "_operation_name", "options", "plan", "saved_inputs")
+
+    def __init__(self, op: DefinitionOperation, saved: tuple[Any, ...]) -> None:
+        self._operation_name = op._operation_name
+        self._dispatch_carrier_class = op._dispatch_carrier_class
+        self.options, self.plan, self.saved_inputs = op.options, op.plan, saved
+
+
+def _rule(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> tuple[Any, ...]:
+    shim: Any = _TileCall(op, saved)  # the rule reads only these attributes
+    return vjp(shim, gradient)
+
+
+def _tile_tensor(carrier: TiledEvictable, values: Any, like: cv.Tensor) -> cv.Tensor:
+    """One saved tile as a compute tensor (one tile of work space), wanting grad like ``like``."""
+    tile = carrier._new_tile(values.size, like.dtype)
+    tile.import_span(cv.Layout(values.shape), np.asarray(values, order="C"))  # keeps 0-d
+    out = cv.Tensor(tile, cv.Layout(values.shape))
+    out.requires_grad = like.requires_grad
+    return out
+
+
+class _Gradients:
+    """Dense gradient buffers per tensor input, allocated at the first tile that gives one."""
+
+    def __init__(self, saved: tuple[Any, ...]) -> None:
+        self.tensors = [x for x in saved if type(x) is cv.Tensor]
+        self.buffers: list[Any] = [None] * len(self.tensors)
+
+    def add(self, k: int, region: tuple[slice, ...], part: cv.Tensor | None) -> None:
+        if part is None:
+            return
+        values = np.asarray(part.numpy())
+        if self.buffers[k] is None:
+            self.buffers[k] = np.zeros(self.tensors[k].shape, values.dtype)
+        self.buffers[k][region] += values
+
+    def results(self, carrier: TiledEvictable, wants: list[bool]) -> tuple[cv.Tensor | None, ...]:
+        out: list[cv.Tensor | None] = []
+        for x, buffer, wanted in zip(self.tensors, self.buffers, wants, strict=True):
+            if not wanted:
+                out.append(None)
+                continue
+            if buffer is None:  # an empty grid: no tile gave a gradient
+                buffer = np.zeros(x.shape, x.dtype.numpy)
+            dense = carrier._new_tile(buffer.size, cv.dtype(buffer.dtype))
+            dense.import_span(cv.Layout(buffer.shape), buffer)
+            out.append(cv.Tensor(dense, cv.Layout(buffer.shape)))
+        return tuple(out)
+
+
+def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> Any:
+    tiled = [_operand(x) if type(x) is cv.Tensor else None for x in saved]
+    carrier = next(t[0] for t in tiled if t is not None)
+    grid, session = carrier._grid, _Session("backward", [t[0] for t in tiled if t])
+    counts: dict[int, int] = {}
+    for t in tiled:
+        if t is not None:
+            counts[id(t[0])] = counts.get(id(t[0]), 0) + 1
+    session.room(counts, "one tile step")
+    grads = _Gradients(saved)
+    wants = [x.requires_grad for x in grads.tensors]
+    session.begin(counts)
+    try:
+        coords = list(grid.coords())
+        for done, coord in enumerate(coords, 1):
+            region = grid.region(coord)
+            taken: list[tuple[TiledEvictable, Hold]] = []
+            try:
+                inputs = []
+                for x, t in zip(saved, tiled, strict=True):
+                    if t is None:
+                        inputs.append(x)
+                        continue
+                    values, hold = session.load(t[0], t[1], coord)
+                    taken.append((t[0], hold))
+                    inputs.append(_tile_tensor(carrier, values, x))
+                parts = _rule(op, tuple(inputs), gradient[region])
+            finally:
+                for owner, hold in taken:
+                    session.give(owner, hold)
+            for k, part in enumerate(parts):
+                grads.add(k, region, part)
+            if active():
+                report(done, len(coords), "backward")
+    finally:
+        session.end()
+    return grads.results(carrier, wants)
+
+
+def _matmul(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> Any:
+    """dA[i,k] = sum_j dC[i,j] B[k,j]^T and dB[k,j] = sum_i A[i,k]^T dC[i,j]: the central rule on
+    each (A[i,k], B[k,j], dC[i,j]); each B tile is loaded once and A tiles stream past it."""
+    x, y = saved
+    (a, amap), (b, bmap) = _operand(x), _operand(y)
+    (gm, gk), (tm, tk) = a._grid.grid_shape, a._grid.tile_shape
+    gn, tn = b._grid.grid_shape[1], b._grid.tile_shape[1]
+    session = _Session("backward", [a, b])
+    counts = {id(a): 2} if a is b else {id(a): 1, id(b): 1}
+    session.room(counts, "one tile pair")
+    grads = _Gradients(saved)
+    wants = [x.requires_grad, y.requires_grad]
+    session.begin(counts)
+    steps, total = 0, gk * gn
+    try:
+        for kk in range(gk):
+            for j in range(gn):
+                bv, bhold = session.load(b, bmap, (kk, j))
+                try:
+                    b_tile = _tile_tensor(a, bv, y)
+                finally:
+                    session.give(b, bhold)
+                for i in range(gm):
+                    av, ahold = session.load(a, amap, (i, kk))
+                    try:
+                        a_tile = _tile_tensor(a, av, x)
+                    finally:
+                        session.give(a, ahold)
+                    g = gradient[i * tm : (i + 1) * tm, j * tn : (j + 1) * tn]
+                    ga, gb = _rule(op, (a_tile, b_tile), g)
+                    grads.add(0, _block(i, tm, kk, tk), ga)
+                    grads.add(1, _block(kk, tk, j, tn), gb)
+                steps += 1
+                if active():
+                    report(steps, total, "backward")
+    finally:
+        session.end()
+    return grads.results(a, wants)
+
+
+def _block(r: int, rows: int, c: int, cols: int) -> tuple[slice, slice]:
+    return slice(r * rows, (r + 1) * rows), slice(c * cols, (c + 1) * cols)
+
+
+_TILEWISE: Final[dict[str, Callable[[DefinitionOperation, tuple[Any, ...], Any], Any]]] = {
+    **dict.fromkeys(_ELEMENTWISE, _elementwise),
+    "matmul": _matmul,
+}
+
+
+class TiledOperation(DefinitionOperation):
+    """A direct operation of a TiledEvictable: its backward runs the central rule per tile."""
+
+    def backward(self, gradient: Any) -> tuple[cv.Tensor | None, ...]:
+        name = self._operation_name
+        saved = super(DefinitionOperation, self).saved_inputs  # the outer tensors, not lowered
+        with cv.no_grad():
+            if name in _SHAPE_ONLY:
+                return _rule(self, saved, gradient)
+            assert isinstance(name, str)  # dispatched under a direct name
+            grads: tuple[cv.Tensor | None, ...] = _TILEWISE[name](self, saved, gradient)
+        return grads

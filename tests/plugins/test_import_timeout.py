@@ -1,0 +1,279 @@
+"""A plugin import that hangs is abandoned after the import timeout; nothing else waits on it.
+
+Every scenario runs in a child process with a timeout (the hung import thread is never joined),
+against real dist-info folders on the child's ``sys.path``: a plugin whose import blocks on an
+event, next to plugins that load normally.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+SUBPROCESS_TIMEOUT_S = 120
+
+
+def _distribution(site: Path, group: str, name: str, source: str) -> None:
+    """Write module ``cvt_<name>`` and a dist-info declaring it as entry point ``name``."""
+    module = f"cvt_{name}"
+    (site / f"{module}.py").write_text('CONVEYOR_PLUGIN_API = "1.0"\n' + textwrap.dedent(source))
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: cvt-{name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {module}\n")
+
+
+def _run(site: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+    clean["PYTHONPATH"] = os.pathsep.join([str(site), *sys.path])
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=SUBPROCESS_TIMEOUT_S,
+    )
+
+
+_HANGS = "import threading\nthreading.Event().wait()\n"
+
+
+def test_hanging_import_is_broken_after_the_timeout_and_the_cli_goes_on(tmp_path: Path) -> None:
+    """`conveyor plugins` with a plugin that never finishes importing: it is broken, named with
+    the time waited and the remedy; every other plugin loads and the command exits normally."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "conveyor.plugins", "hangs", _HANGS)
+
+    done = _run(
+        site,
+        ["-m", "conveyor.cli", "plugins", "--json"],
+        CONVEYOR_PLUGIN_IMPORT_TIMEOUT="3",
+        CONVEYOR_PLUGINS="hangs,generic",
+    )
+
+    assert done.returncode == 0, done.stderr
+    records = {r["name"]: r for r in json.loads(done.stdout)["plugins"]}
+    hangs = records["hangs"]
+    assert hangs["state"] == "broken"
+    assert hangs["error"].startswith(
+        "plugin 'hangs' of distribution 'cvt-hangs': importing 'cvt_hangs' did not finish within "
+        "3 s (the limit set by CONVEYOR_PLUGIN_IMPORT_TIMEOUT='3')"
+    )
+    assert "CONVEYOR_DISABLE_PLUGINS=hangs" in hangs["error"]
+    assert "`conveyor plugins --no-load`" in hangs["error"]
+    assert "threading.Event().wait()" in hangs["traceback"]  # where the import thread hangs
+    assert hangs["load_seconds"] >= 3
+    assert records["generic"]["state"] == "loaded"
+
+
+_GATE = """
+import threading
+
+import conveyor as cv
+
+RELEASE = threading.Event()
+FINISHED = threading.Event()
+LATE_ERRORS = []
+
+
+class Source(cv.Carrier):
+    pass
+
+
+class Destination(cv.Carrier):
+    pass
+"""
+
+_LATE = """
+import conveyor as cv
+import cvt_gate as gate
+
+cv.register_move_route(source=gate.Source, destination=gate.Destination, copy=print)
+gate.RELEASE.wait()
+try:
+    for register in (
+        lambda: cv.register_move_route(
+            source=gate.Destination, destination=gate.Source, copy=print
+        ),
+        lambda: cv.define_operation("cvt_late.op", roles=("x",), resolve=print),
+    ):
+        try:
+            register()
+        except RuntimeError as exc:
+            gate.LATE_ERRORS.append(str(exc))
+finally:
+    gate.FINISHED.set()
+"""
+
+_PROBE = """
+import json
+import time
+
+import conveyor as cv
+import cvt_gate as gate
+from conveyor.definitions import operation_definition
+from conveyor.plugins import PluginHost, set_default_host
+
+host = PluginHost(group="cvt.timeout", import_timeout=2)
+set_default_host(host)
+start = time.monotonic()
+first = {r.name: r for r in host.plugins()}
+took = time.monotonic() - start
+start = time.monotonic()
+host.refresh()
+again = {r.name: r for r in host.plugins()}
+refresh_took = time.monotonic() - start
+gate.RELEASE.set()
+assert gate.FINISHED.wait(60)
+
+
+def routed(source, destination):
+    try:
+        cv.move_route(source, destination)
+    except NotImplementedError:
+        return False
+    return True
+
+
+print(json.dumps({
+    "took": took,
+    "refresh_took": refresh_took,
+    "late": [first["late"].state, first["late"].error],
+    "late_again": [again["late"].state, again["late"].error],
+    "quick": first["quick"].state,
+    "late_errors": gate.LATE_ERRORS,
+    "routes": [routed(gate.Source, gate.Destination), routed(gate.Destination, gate.Source)],
+    "operation": operation_definition("cvt_late.op") is not None,
+}))
+"""
+
+
+def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """A plugin abandoned mid-import: what it registered is withdrawn, what it registers after
+    finishing late is refused, and a refresh while it still runs reports it at once."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cvt_gate.py").write_text(_GATE)
+    _distribution(site, "cvt.timeout", "late", _LATE)
+    _distribution(site, "cvt.timeout", "quick", "")
+    (site / "probe.py").write_text(_PROBE)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    state, error = found["late"]
+    assert state == "broken"
+    assert "did not finish within 2 s (the limit set by PluginHost(import_timeout=2))" in error
+    assert found["quick"] == "loaded"
+    assert 2 <= found["took"] < 30
+    state, error = found["late_again"]
+    assert state == "broken"
+    assert "(module 'cvt_late' is still importing, abandoned" in error
+    assert found["refresh_took"] < found["took"]  # did not wait out the timeout again
+    assert len(found["late_errors"]) == 2
+    assert all(
+        message.endswith(
+            "refused, the plugin host abandoned this plugin: plugin 'late' of "
+            "distribution 'cvt-late': importing 'cvt_late' did not finish within "
+            "2 s (the limit set by PluginHost(import_timeout=2)); it is broken "
+            "and anything it registers later is refused; block it with "
+            "CONVEYOR_DISABLE_PLUGINS=late (`conveyor plugins --no-load` lists "
+            "plugins without importing them), or raise "
+            "CONVEYOR_PLUGIN_IMPORT_TIMEOUT if it is only slow"
+        )
+        for message in found["late_errors"]
+    )
+    assert found["late_errors"][0].startswith("register_move_route: refused")
+    assert found["late_errors"][1].startswith("define_operation cvt_late.op: refused")
+    assert found["routes"] == [False, False]  # the early route withdrawn, the late refused
+    assert found["operation"] is False
+
+
+_INTERRUPT = """
+import json
+import os
+import signal
+import threading
+import time
+
+from conveyor.plugins import PluginHost
+
+host = PluginHost(group="cvt.interrupt", import_timeout=120)
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    host.plugins()
+except KeyboardInterrupt:
+    interrupted = True
+else:
+    interrupted = False
+took = time.monotonic() - start
+records = {r.name: [r.state, r.error] for r in host.plugins()}  # cached: no second interrupt
+print(json.dumps({"interrupted": interrupted, "took": took, "records": records}))
+"""
+
+
+def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> None:
+    """A Ctrl-C while the scan waits for a hanging import interrupts the wait (not after the
+    timeout): the scan stops once, the plugin is broken, later queries answer at once."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "cvt.interrupt", "a_hangs", _HANGS)
+    _distribution(site, "cvt.interrupt", "b_after", "")
+    (site / "probe.py").write_text(_INTERRUPT)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["interrupted"] is True
+    assert found["took"] < 60  # the 120 s import timeout never ran out
+    state, error = found["records"]["a_hangs"]
+    assert state == "broken"
+    assert "importing 'cvt_a_hangs' raised KeyboardInterrupt" in error
+    state, error = found["records"]["b_after"]
+    assert state == "broken"
+    assert "not loaded, because the scan stopped" in error
+
+
+_SCANS_AT_IMPORT = """
+from conveyor.plugins import PluginHost
+
+host = PluginHost(group="cvt.reentrant", import_timeout=30)
+RECORDS = {r.name: r.state for r in host.plugins()}
+"""
+
+_REENTRANT_PROBE = """
+import json
+import time
+
+start = time.monotonic()
+import cvt_scans_at_import  # noqa: E402  # the scan runs while this module is imported
+
+print(json.dumps({"took": time.monotonic() - start, "records": cvt_scans_at_import.RECORDS}))
+"""
+
+
+def test_scan_started_inside_an_import_never_waits_on_that_imports_lock(tmp_path: Path) -> None:
+    """A scan started by module-level code imports plugins in that thread: a plugin importing
+    the module being imported gets it at once instead of waiting out the import timeout."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cvt_scans_at_import.py").write_text(_SCANS_AT_IMPORT)
+    _distribution(site, "cvt.reentrant", "needs_it", "import cvt_scans_at_import\n")
+    (site / "probe.py").write_text(_REENTRANT_PROBE)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["records"] == {"needs_it": "loaded"}
+    assert found["took"] < 30
