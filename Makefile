@@ -31,8 +31,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy $(foreach p,$(PACKAGES),-p $(p))
 
+# One worker per core (pytest-xdist); tests sharing a wider fixture share one (tests/conftest.py).
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: every worker and every
+# subprocess of the suite would otherwise compile the sources and rewrite the tests again.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n auto
 
 test: lint typecheck pytest
 
