@@ -841,3 +841,28 @@ class TestCapabilityGate:
         a = from_array(np.array([1.0, 2.0]), cv.float64)
 
         np.testing.assert_array_equal(cv.outer(a, a).numpy(), [[1.0, 2.0], [2.0, 4.0]])
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+def test_float_floor_divide_matches_numpy_past_2_to_the_52(carrier: str) -> None:
+    """The quotient comes from the exact truncated remainder, as NumPy's divmod does.
+
+    Hypothesis found ``-2.23290769e16 // 2.5`` one off when the floored remainder was subtracted.
+    """
+    a = np.array([-2.23290769e16, 2.23290769e16, -9e15 - 1, 1.0, -1.0, 7.5])
+    for b in (2.5, -2.5, 0.1):
+        np.testing.assert_array_equal(xp.floor_divide(ours(a, carrier), b).numpy(), a // b)
+        np.testing.assert_array_equal(
+            xp.floor_divide(ours(a, carrier), ours(np.full(6, b), carrier)).numpy(), a // b
+        )
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+def test_float_floor_divide_with_a_scalar_numerator(carrier: str) -> None:
+    """``2.5 // t`` over zeros, infinities and both signs equals NumPy's (it raised TypeError)."""
+    b = np.array([0.0, -0.0, np.inf, -np.inf, 3.0, -3.0, 0.1])
+    with np.errstate(all="ignore"):
+        want = np.floor_divide(2.5, b)
+    got = xp.floor_divide(2.5, ours(b, carrier)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

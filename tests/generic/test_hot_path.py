@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -44,11 +45,17 @@ def python_calls(fn: Callable[[], Any]) -> list[str]:
         if event == "call":
             seen.append(frame.f_code.co_name)
 
+    # A collection mid-count would add its callbacks (Dask installs one in any process that
+    # started a cluster); reference counting still frees, so what fn itself runs is counted.
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(profile)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return seen[1:]  # the first entry is fn itself
 
 

@@ -199,15 +199,11 @@ def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
 
 _INTERRUPT = """
 import json
-import os
-import signal
-import threading
 import time
 
 from conveyor.plugins import PluginHost
 
 host = PluginHost(group="cvt.interrupt", import_timeout=120)
-threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
 start = time.monotonic()
 try:
     host.plugins()
@@ -226,7 +222,13 @@ def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> Non
     timeout): the scan stops once, the plugin is broken, later queries answer at once."""
     site = tmp_path / "site"
     site.mkdir()
-    _distribution(site, "cvt.interrupt", "a_hangs", _HANGS)
+    # The Ctrl-C comes from the hanging import itself, so it lands while the scan waits on that
+    # import however slowly this machine reached it (a timer in the probe could fire earlier).
+    interrupts = (
+        "import os, signal\nthreading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+    )
+    hangs = _HANGS.replace("import threading\n", "import threading\n" + interrupts)
+    _distribution(site, "cvt.interrupt", "a_hangs", hangs)
     _distribution(site, "cvt.interrupt", "b_after", "")
     (site / "probe.py").write_text(_INTERRUPT)
 

@@ -88,7 +88,16 @@ def floor_divide(a: Any, b: Any, /) -> Tensor:
         num = F.sub(_wide(a, wide, mod), mod.astype(wide))
         quotient = F.round(F.div(num, _wide(b, wide, mod)))
         return _where_zero(b, 0.0, quotient).astype(mod.dtype)
-    quotient = F.div(F.sub(a, mod), b)
+    # NumPy's divmod: the quotient comes from the truncated remainder, which is exact, and is
+    # then moved down by one where the floored remainder would change sign. Subtracting the
+    # floored remainder instead rounds differently past 2**52 (-2.23e16 // 2.5 was one off).
+    a_tensor = a if isinstance(a, Tensor) else constant(a, mod.dtype, mod)
+    b_tensor = b if isinstance(b, Tensor) else constant(b, mod.dtype, mod)
+    size = F.rem(F.abs(a_tensor), F.abs(b_tensor))
+    truncated = F.select(F.lt(a_tensor, 0), F.neg(size), size)
+    quotient = F.div(F.sub(a_tensor, truncated), b_tensor)
+    crosses = logical_and(F.ne(truncated, 0), F.ne(F.lt(b_tensor, 0), F.lt(truncated, 0)))
+    quotient = F.select(crosses, F.sub(quotient, 1), quotient)
     whole = F.floor(quotient)
     q = F.select(F.lt(0.5, F.sub(quotient, whole)), F.add(whole, 1), whole)
     ratio = F.div(a, b)
@@ -98,9 +107,7 @@ def floor_divide(a: Any, b: Any, /) -> Tensor:
     if isinstance(b, Tensor) or math.isinf(b):
         from conveyor.composed.predicates import isinf, signbit
 
-        b_tensor = b if isinstance(b, Tensor) else constant(b, mod.dtype, mod)
-        a_tensor = a if isinstance(a, Tensor) else constant(a, mod.dtype, mod)
-        differ = logical_and(F.ne(a, 0), F.ne(signbit(a_tensor), signbit(b_tensor)))
+        differ = logical_and(F.ne(a_tensor, 0), F.ne(signbit(a_tensor), signbit(b_tensor)))
         special = F.select(differ, -1.0, ratio)
         q = F.select(logical_and(isinf(b_tensor), isfinite(a_tensor)), special, q)
     return _where_zero(b, ratio, q)
