@@ -24,7 +24,7 @@ from conveyor_testkit._inputs import Case
 __all__ = ["Surface", "tile_shape_for", "tiled_surface"]
 
 TILED: Final = "tiled"
-_DEFAULT_TIERS: Final = ("cpu", "file")
+DEFAULT_TIERS: Final = ("cpu", "file")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,21 @@ def _refuses(plan: OperationPlan, case: Case) -> str | None:
     return None
 
 
+def tier_classes(name: str, composite: str) -> tuple[type[cv.Carrier], type[cv.Carrier]]:
+    """The tier classes a ``composite[:PRIMARY/SECONDARY]`` target names (default cpu/file).
+
+    Raises:
+        ValueError: a tier names no registered carrier, or the spec is not ``PRIMARY/SECONDARY``.
+    """
+    spec = name.partition(":")[2].strip()
+    tiers = tuple(spec.split("/")) if spec else DEFAULT_TIERS
+    if len(tiers) != 2 or not all(tiers):
+        msg = f"a composite is named {composite}:PRIMARY/SECONDARY (e.g. {composite}:cpu/file)"
+        raise ValueError(msg)
+    host = plugins.host()
+    return host.carrier(tiers[0]), host.carrier(tiers[1])
+
+
 def tiled_surface(
     name: str,
 ) -> tuple[type[cv.Carrier], Surface]:
@@ -85,14 +100,8 @@ def tiled_surface(
     """
     import conveyor_storage as storage  # only a tiled target needs the tiled carrier's API
 
-    host = plugins.host()
-    cls = host.carrier(TILED)
-    spec = name.partition(":")[2].strip()
-    tiers = tuple(spec.split("/")) if spec else _DEFAULT_TIERS
-    if len(tiers) != 2 or not all(tiers):
-        msg = "a tiled composite is named tiled:PRIMARY/SECONDARY (e.g. tiled:cpu/file)"
-        raise ValueError(msg)
-    primary, secondary = host.carrier(tiers[0]), host.carrier(tiers[1])
+    cls = plugins.host().carrier(TILED)
+    primary, secondary = tier_classes(name, TILED)
 
     def facet(x: cv.Tensor) -> Any:
         return x.carrier.require_facet(storage.TiledResidencyFacet)

@@ -19,7 +19,7 @@ import conveyor as cv
 from conveyor import plugins
 from conveyor.capabilities import CapabilitySet
 from conveyor.dtypes import CONCRETE_DTYPES
-from conveyor_testkit._surface import TILED, Surface, tiled_surface
+from conveyor_testkit._surface import TILED, Surface, tier_classes, tiled_surface
 
 __all__ = ["Target", "make_tensor", "resolve_target"]
 
@@ -28,7 +28,6 @@ _Builder = Callable[[Any, cv.DType], cv.Tensor]
 # composite needs its tiers chosen). Filled by resolve_target.
 _BUILDERS: dict[type, _Builder] = {}
 _COMPOSITE: Final = "evictable"
-_DEFAULT_HIERARCHY: Final = ("cpu", "file")
 
 
 def make_tensor(cls: type[cv.Carrier], values: Any, dtype: cv.DType | None) -> cv.Tensor:
@@ -147,14 +146,8 @@ def _composite(name: str) -> tuple[type[cv.Carrier], tuple[type[cv.Carrier], typ
     Raises:
         ValueError: a tier names no registered carrier, or the spec is not ``PRIMARY/SECONDARY``.
     """
-    host = plugins.host()
-    cls = host.carrier(_COMPOSITE)
-    spec = name.partition(":")[2].strip()
-    tiers = tuple(spec.split("/")) if spec else _DEFAULT_HIERARCHY
-    if len(tiers) != 2 or not all(tiers):
-        msg = "a composite is named evictable:PRIMARY/SECONDARY (e.g. evictable:cpu/file)"
-        raise ValueError(msg)
-    primary, secondary = host.carrier(tiers[0]), host.carrier(tiers[1])
+    cls = plugins.host().carrier(_COMPOSITE)
+    primary, secondary = tier_classes(name, _COMPOSITE)
 
     def build(values: Any, dtype: cv.DType) -> cv.Tensor:
         inner = make_tensor(primary, values, dtype)
