@@ -55,6 +55,22 @@ def _tile_tensor(carrier: TiledEvictable, values: Any, like: cv.Tensor) -> cv.Te
     return out
 
 
+def _load_tile(
+    session: Any,
+    owner: TiledEvictable,
+    tiles: Any,
+    coord: Any,
+    carrier: TiledEvictable,
+    like: cv.Tensor,
+) -> cv.Tensor:
+    """A saved tile of ``owner`` copied into work space; its resident copy is given back at once."""
+    values, hold = session.load(owner, tiles, coord)
+    try:
+        return _tile_tensor(carrier, values, like)
+    finally:
+        session.give(owner, hold)
+
+
 class _Gradients:
     """Dense gradient buffers per tensor input, allocated at the first tile that gives one."""
 
@@ -140,17 +156,9 @@ def _matmul(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> A
     try:
         for kk in range(gk):
             for j in range(gn):
-                bv, bhold = session.load(b, bmap, (kk, j))
-                try:
-                    b_tile = _tile_tensor(a, bv, y)
-                finally:
-                    session.give(b, bhold)
+                b_tile = _load_tile(session, b, bmap, (kk, j), a, y)
                 for i in range(gm):
-                    av, ahold = session.load(a, amap, (i, kk))
-                    try:
-                        a_tile = _tile_tensor(a, av, x)
-                    finally:
-                        session.give(a, ahold)
+                    a_tile = _load_tile(session, a, amap, (i, kk), a, x)
                     g = gradient[i * tm : (i + 1) * tm, j * tn : (j + 1) * tn]
                     ga, gb = _rule(op, (a_tile, b_tile), g)
                     grads.add(0, _block(i, tm, kk, tk), ga)
