@@ -20,27 +20,20 @@ if TYPE_CHECKING:
 
 __all__ = ["TorchStorage", "torch_dtype"]
 
-# Conveyor dtype name -> torch dtype attribute, for the dtypes an MPS buffer can hold.
+# The dtypes an MPS buffer can hold, by name.
 # float64 and complex are absent: Metal has no double precision.
-_TORCH_NAMES: dict[str, str] = {
-    "bool": "bool",
-    "int8": "int8",
-    "int16": "int16",
-    "int32": "int32",
-    "int64": "int64",
-    "uint8": "uint8",
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "float32": "float32",
-}
+METAL_DTYPE_NAMES: frozenset[str] = frozenset(
+    ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32")
+)
+"""The dtypes a Metal buffer holds; torch and TileLang spell each one as conveyor does."""
 
 
 def torch_dtype(dtype: cv.DType) -> torch.dtype | None:
     """The torch dtype storing ``dtype``, or ``None`` where a Metal buffer cannot hold it."""
     import torch
 
-    name = _TORCH_NAMES.get(dtype.name)
-    stored: torch.dtype | None = None if name is None else getattr(torch, name)
+    name = dtype.name
+    stored: torch.dtype | None = getattr(torch, name) if name in METAL_DTYPE_NAMES else None
     return stored
 
 

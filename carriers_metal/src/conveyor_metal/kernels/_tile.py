@@ -18,6 +18,7 @@ from typing import Any, Final
 import attrs
 
 import conveyor as cv
+from conveyor_metal._storage import METAL_DTYPE_NAMES
 
 __all__ = [
     "BLOCK",
@@ -39,23 +40,12 @@ BLOCK: Final = 256
 #: Indices are 32-bit in the kernels; larger tensors are refused before launch.
 INT32_MAX: Final = 2**31 - 1
 
-# conveyor dtype name -> TileLang dtype string, for what Metal computes natively.
-_TL: Final = {
-    "bool": "bool",
-    "int8": "int8",
-    "int16": "int16",
-    "int32": "int32",
-    "int64": "int64",
-    "uint8": "uint8",
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "float32": "float32",
-}
-
 
 def tl_dtype(dtype: cv.DType) -> str:
     """The TileLang name of ``dtype`` (``KeyError`` for what a Metal kernel cannot hold)."""
-    return _TL[dtype.name]
+    if dtype.name not in METAL_DTYPE_NAMES:
+        raise KeyError(dtype.name)
+    return dtype.name
 
 
 @attrs.frozen
