@@ -12,25 +12,15 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from cpu import median as best  # the same best-of-N timer as the CPU benchmark
 
 import conveyor as cv
 from conveyor_generic import CPU
 from conveyor_metal._platform import unavailable_reason
-
-
-def best(fn: Callable[[], object], repeats: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def on_device() -> None:
