@@ -88,6 +88,9 @@ def cases(plan: cv.OperationPlan, seed: int = 0) -> Iterator[tuple[str, list[Any
     if name in _REDUCTIONS:
         yield from _reduction_cases(plan, rng)
         return
+    if name in _INDEXING:
+        yield from _indexing_cases(plan, rng)
+        return
     options = cv.OperationExecutionOptions(name)
 
     def build(shape: tuple[int, ...], strided: bool) -> list[Any]:
@@ -139,6 +142,61 @@ def _reduction_cases(
     yield "3-d", [operand(random_values((3, 4, 70), dtype, rng, name), dtype)], opts(axis=1)
     yield "empty-rows", [operand(random_values((0, 3), dtype, rng, name), dtype)], opts(axis=1)
     yield "0-d", [operand(random_values((), dtype, rng, name), dtype)], opts()
+
+
+_INDEXING = frozenset({"gather", "scatter", "scatter_add"})
+
+
+def index_operands(
+    plan: cv.OperationPlan,
+    rng: np.random.Generator,
+    x: Operand,
+    index_shape: tuple[int, ...],
+    axis: int,
+    src_shape: tuple[int, ...] | None = None,
+) -> list[Any]:
+    """Input ``x``, a random in-range index of ``index_shape`` and (scatter) a ``src``."""
+    dtype, index_dtype = plan.operands[0].dtype, plan.operands[1].dtype
+    assert dtype is not None and index_dtype is not None
+    extent = x.layout.shape[axis] if x.layout.shape else 1
+    entries = rng.integers(0, max(extent, 1), size=index_shape).astype(index_dtype.numpy)
+    out: list[Any] = [x, operand(entries, index_dtype)]
+    if len(plan.operands) == 3:
+        shape = index_shape if src_shape is None else src_shape
+        out.append(operand(random_values(shape, dtype, rng, plan.operation), dtype))
+    return out
+
+
+def _indexing_cases(
+    plan: cv.OperationPlan, rng: np.random.Generator
+) -> Iterator[tuple[str, list[Any], Any]]:
+    name = plan.operation
+    dtype, index_dtype = plan.operands[0].dtype, plan.operands[1].dtype
+    assert dtype is not None and index_dtype is not None
+
+    def opts(axis: int) -> Any:
+        return cv.OperationExecutionOptions(name, axis=axis)
+
+    def values(shape: tuple[int, ...]) -> Operand:
+        return operand(random_values(shape, dtype, rng, name), dtype)
+
+    # 1-d: more index entries than input elements (duplicate targets), past one threadgroup.
+    yield "1-d", index_operands(plan, rng, values((257,)), (300,), 0), opts(0)
+    # 2-d: an index smaller than the input off the axis, a src larger than the index.
+    yield "2-d", index_operands(plan, rng, values((5, 65)), (4, 70), 1, (6, 71)), opts(-1)
+    # Strided: a transposed input and src, an index broadcast along axis 1 (stride 0).
+    x = values((65, 5))
+    x = Operand(x.buffer, cv.Layout((5, 65), (1, 5)))
+    strided = index_operands(plan, rng, x, (7, 1), 0)
+    column = strided[1]
+    strided[1] = Operand(column.buffer, column.layout.broadcast_to((7, 65)))
+    if len(strided) == 3:
+        src = values((65, 7))
+        strided[2] = Operand(src.buffer, cv.Layout((7, 65), (1, 7)))
+    yield "strided-broadcast", strided, opts(0)
+    yield "empty-index", index_operands(plan, rng, values((4, 3)), (0, 3), 0), opts(0)
+    yield "empty-input", index_operands(plan, rng, values((0, 3)), (0, 3), 1), opts(1)
+    yield "0-d", index_operands(plan, rng, values(()), (), 0), opts(0)
 
 
 def reference(

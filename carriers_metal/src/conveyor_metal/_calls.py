@@ -41,5 +41,9 @@ def run_plan(
         return [(buffer, cv.Layout(shape))]
     if family == "reductions":
         return [reduction_call(engine, plan, options, operands[0], carrier)]
+    if family == "indexing":
+        from conveyor_metal._indexing_call import indexing_call
+
+        return [indexing_call(engine, plan, options, operands, carrier)]
     msg = f"{plan.operation} on {carrier}: no kernel family {family!r}"  # pragma: no cover
     raise NotImplementedError(msg)

@@ -8,7 +8,9 @@ algorithm through the C target against Generic). The rule, per plan:
   operands of one call share that dtype (``select``'s condition is ``bool``), and weak
   Python scalars convert to it;
 - the compute and output dtypes are among those, or ``int64`` (index outputs, integer sums);
-- the name's family implements the compute kind (``pow`` only floating compute).
+- the name's family implements the compute kind (``pow`` only floating compute);
+- ``gather`` / ``scatter`` / ``scatter_add``: input (and ``src``) of one of those tensor
+  dtypes, and an ``int32`` or ``int64`` index.
 
 Nothing here imports torch or tilelang, so capability queries stay cheap.
 """
@@ -42,9 +44,18 @@ FAMILIES: Final[dict[str, str]] = {
         for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin")
     },
     "cumsum": "reductions",
+    **{name: "indexing" for name in ("gather", "scatter", "scatter_add")},
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})
+_INDEX_DTYPES: Final = frozenset({"int32", "int64"})
+
+
+def _indexing(plan: cv.OperationPlan) -> bool:
+    """gather / scatter / scatter_add: values of one tensor dtype, an int32 or int64 index."""
+    values = {o.dtype.name for o in plan.operands if o.role != "index" and o.dtype is not None}
+    index = plan.operands[1].dtype
+    return values <= _TENSOR_DTYPES and index is not None and index.name in _INDEX_DTYPES
 
 
 def advertised(plan: cv.OperationPlan) -> bool:
@@ -52,6 +63,8 @@ def advertised(plan: cv.OperationPlan) -> bool:
     name = plan.operation
     if name not in FAMILIES:
         return False
+    if FAMILIES[name] == "indexing":
+        return _indexing(plan)
     tensors = {
         o.dtype.name
         for o in plan.operands
