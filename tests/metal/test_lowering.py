@@ -32,6 +32,7 @@ _STUB = Path(__file__).parent / "stub"
 _ELEMENT = {
     "float": torch.float32,
     "half": torch.float16,
+    "bfloat": torch.bfloat16,
     "int": torch.int32,
     "long": torch.int64,
     "bool": torch.bool,

@@ -40,19 +40,22 @@ def _params(plan: cv.OperationPlan, options: Any) -> tuple[Any, ...]:
 
 
 def pointwise_key(plan: cv.OperationPlan, options: Any) -> Any:
-    """The kernel key of a pointwise plan: stored and converted dtypes of present operands."""
+    """The kernel key of a pointwise plan: stored and converted dtypes of present operands.
+
+    bfloat16 operands convert to float32 and the body computes in float32 (``_tile.work``).
+    """
     from conveyor_metal.kernels._pointwise import PointwiseKey
-    from conveyor_metal.kernels._tile import tl_dtype
+    from conveyor_metal.kernels._tile import tl_dtype, work
 
     present = [o for o in plan.operands if o.convert_to is not None]
     stored = tuple(tl_dtype(o.convert_to if o.weak else o.dtype) for o in present)  # type: ignore[arg-type]  # present: convert_to set
-    convert = tuple(tl_dtype(o.convert_to) for o in present)  # type: ignore[arg-type]  # present
+    convert = tuple(work(o.convert_to) for o in present)  # type: ignore[arg-type]  # present
     return PointwiseKey(
         "pointwise",
         plan.operation,
         stored,
         convert,
-        tl_dtype(plan.compute),
+        work(plan.compute),
         tl_dtype(plan.outputs[0]),
         _params(plan, options),
     )

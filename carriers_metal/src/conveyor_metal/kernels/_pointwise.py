@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from conveyor_metal.kernels._tile import BLOCK, LayoutClass, offset
+from conveyor_metal.kernels._tile import BLOCK, LayoutClass, load, offset, storage, store
 
 __all__ = ["PointwiseKey", "pointwise", "symbol"]
 
@@ -52,16 +52,17 @@ def pointwise(key: PointwiseKey, layout_class: LayoutClass, body: Body) -> Any:
     m = layout_class.meta_size
     n = T.dynamic("n")
     sizes = [T.dynamic(f"n{j}") for j in range(len(key.stored))]
-    out = key.output
+    out = storage(key.output)
 
     def read(buffer: Any, meta: Any, slot: int, i: Any) -> Any:
-        return T.cast(buffer[offset(meta, layout_class, slot, i)], key.convert[slot])
+        element = buffer[offset(meta, layout_class, slot, i)]
+        return load(element, key.stored[slot], key.convert[slot])
 
     def value(buffers: list[Any], meta: Any, i: Any) -> Any:
-        return T.cast(body([read(b, meta, j, i) for j, b in enumerate(buffers)]), out)
+        return store(body([read(b, meta, j, i) for j, b in enumerate(buffers)]), key.output)
 
     if len(key.stored) == 1:
-        (d0,), (n0,) = key.stored, sizes
+        (d0,), (n0,) = map(storage, key.stored), sizes
 
         @T.prim_func
         def unary(X0: T.Tensor((n0,), d0), Y: T.Tensor((n,), out), meta: T.Tensor((m,), "int32")):
@@ -72,7 +73,7 @@ def pointwise(key: PointwiseKey, layout_class: LayoutClass, body: Body) -> Any:
 
         function = unary
     elif len(key.stored) == 2:
-        (d0, d1), (n0, n1) = key.stored, sizes
+        (d0, d1), (n0, n1) = map(storage, key.stored), sizes
 
         @T.prim_func
         def binary(
@@ -88,7 +89,7 @@ def pointwise(key: PointwiseKey, layout_class: LayoutClass, body: Body) -> Any:
 
         function = binary
     else:
-        (d0, d1, d2), (n0, n1, n2) = key.stored, sizes
+        (d0, d1, d2), (n0, n1, n2) = map(storage, key.stored), sizes
 
         @T.prim_func
         def ternary(

@@ -26,13 +26,17 @@ __all__ = [
     "LayoutClass",
     "classify",
     "dialect",
+    "load",
     "lower",
     "math",
     "merge",
     "meta_values",
     "offset",
+    "storage",
+    "store",
     "tl_dtype",
     "walk",
+    "work",
 ]
 
 #: Threads per threadgroup of the elementwise and reduction kernels (a multiple of 32).
@@ -46,6 +50,12 @@ def tl_dtype(dtype: cv.DType) -> str:
     if dtype.name not in METAL_DTYPE_NAMES:
         raise KeyError(dtype.name)
     return dtype.name
+
+
+def work(dtype: cv.DType) -> str:
+    """The dtype a pointwise body computes in: float32 for bfloat16 (rounded once on store,
+    as the reference rounds its wide result once), ``tl_dtype`` otherwise."""
+    return "float32" if dtype.name == "bfloat16" else tl_dtype(dtype)
 
 
 @attrs.frozen
@@ -195,6 +205,43 @@ def math(name: str, *args: Any) -> Any:
     dtype = str(args[0].dtype)
     wide = [T.cast(a, "float32") for a in args]
     return T.cast(T.call_extern("float32", _C_MATH[name], *wide), dtype)
+
+
+def _bfloat16_as_bits() -> bool:
+    """Whether bfloat16 buffers are declared as their uint16 bits (the C dialect).
+
+    TileLang 0.1.15's C target refuses bfloat16 ("Cannot convert type bfloat16 to C type"),
+    so the C twin reads and writes bfloat16 as bits, converting through float32 by hand;
+    Metal (MSL 3.1 ``bfloat``) declares the type itself.
+    """
+    return getattr(_DIALECT, "target", "metal") == "c"
+
+
+def storage(dtype: str) -> str:
+    """The element dtype a buffer of ``dtype`` is declared with for the current target."""
+    return "uint16" if dtype == "bfloat16" and _bfloat16_as_bits() else dtype
+
+
+def load(value: Any, stored: str, to: str) -> Any:
+    """A loaded element of ``stored`` dtype converted to ``to`` (bfloat16 bits widen exactly)."""
+    import tilelang.language as T
+
+    if stored == "bfloat16" and _bfloat16_as_bits():
+        bits = T.shift_left(T.cast(value, "uint32"), T.uint32(16))
+        return T.cast(T.reinterpret("float32", bits), to)
+    return T.cast(value, to)
+
+
+def store(value: Any, to: str) -> Any:
+    """``value`` converted to the stored dtype ``to`` (bfloat16: round to nearest even)."""
+    import tilelang.language as T
+
+    if to != "bfloat16" or not _bfloat16_as_bits():
+        return T.cast(value, to)
+    bits = T.reinterpret("uint32", T.cast(value, "float32"))
+    odd = T.bitwise_and(T.shift_right(bits, T.uint32(16)), T.uint32(1))
+    rounded = T.shift_right(bits + T.uint32(0x7FFF) + odd, T.uint32(16))
+    return T.cast(T.if_then_else(T.isnan(value), T.uint32(0x7FC0), rounded), "uint16")
 
 
 # Bounds are established by the launcher (every offset lies in its buffer), so TileLang's
