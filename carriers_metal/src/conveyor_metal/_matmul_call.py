@@ -75,18 +75,20 @@ def matmul_call(
     layout_class = MatmulClass(len(merged))
     parts = parts_of(layout_class)
     meta = [a.layout.offset, a_strides[-2], a_strides[-1]]
-    meta += [b.layout.offset, b_strides[-2], b_strides[-1], k]
+    meta += [b.layout.offset, b_strides[-2], b_strides[-1]]
     meta += [*merged, *merged_a, *merged_b]
     assert len(meta) == parts["size"]
     key = matmul_key(plan)
     source = engine.source(key, layout_class, lambda: build(key, layout_class))
     buffers = {"A": a.buffer, "B": b.buffer, "Y": buffer, "meta": engine.meta(meta)}
     scalars = {
-        "nx": int(a.buffer.numel()),
-        "ny": int(b.buffer.numel()),
+        "na": int(a.buffer.numel()),
+        "nb": int(b.buffer.numel()),
+        "ny": int(buffer.numel()),
         "batch": count,
         "M": m,
         "N": n,
+        "K": k,
     }
     grid = (math.ceil(n / TILE_N), math.ceil(m / TILE_M), count)
     engine.run(source, buffers, scalars, Launch(grid, (THREADS, 1, 1)))

@@ -13,13 +13,16 @@ to the accumulator dtype), then multiply-accumulate from there:
   from the staged tiles in a ``TILE_K`` loop. Same tiles, staging and k-loop; the two staged
   tiles share one allocation (the C target accepts no more than one).
 
-Addresses come from ``meta``: ``[A offset, A row stride, A k stride, B offset, B k stride,
-B column stride, K, batch extents, A batch strides, B batch strides]``, so transposed and
-broadcast operands are read in place and one kernel serves every shape of its class (the
-number of batch axes after merging). The result is a contiguous ``(batch, M, N)`` buffer.
+``tiled`` is that kernel for any addressing (``conv_general`` reuses it as an implicit
+GEMM). For matmul, addresses come from ``meta``: ``[A offset, A row stride, A k stride,
+B offset, B k stride, B column stride, batch extents, A batch strides, B batch strides]``, so
+transposed and broadcast operands are read in place and one kernel serves every shape of its
+class (the number of batch axes after merging). The result is a contiguous ``(batch, M, N)``
+buffer. The sizes ``batch``, ``M``, ``N`` and ``K`` are scalar kernel arguments.
 (No ``from __future__ import annotations`` here: TileLang evaluates the signature annotations.)
 """
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -27,7 +30,16 @@ import attrs
 from conveyor_metal.kernels._pointwise import symbol
 from conveyor_metal.kernels._tile import target, walk
 
-__all__ = ["THREADS", "TILE_M", "TILE_N", "MatmulClass", "MatmulKey", "build", "meta_layout"]
+__all__ = [
+    "THREADS",
+    "TILE_M",
+    "TILE_N",
+    "MatmulClass",
+    "MatmulKey",
+    "build",
+    "meta_layout",
+    "tiled",
+]
 
 TILE_M: Final = 64
 TILE_N: Final = 64
@@ -57,14 +69,42 @@ class MatmulClass:
 def meta_layout(layout_class: MatmulClass) -> dict[str, int]:
     """Where each part of the meta buffer starts, and its total size."""
     r = layout_class.batch
-    return {"k": 6, "shape": 7, "a_strides": 7 + r, "b_strides": 7 + 2 * r, "size": 7 + 3 * r}
+    return {"shape": 6, "a_strides": 6 + r, "b_strides": 6 + 2 * r, "size": 6 + 3 * r}
 
 
 def build(key: MatmulKey, layout_class: MatmulClass) -> Any:
     """The ``prim_func`` of a matmul kernel for the current dialect (``_tile.dialect``)."""
-    simdgroup = target() == "metal" and key.accumulate.startswith("float")
-    function = _simdgroup(key, layout_class) if simdgroup else _looped(key, layout_class)
+    parts = meta_layout(layout_class)
+    rank = layout_class.batch
+
+    def a_at(meta: Any, z: Any, row: Any, k: Any) -> tuple[Any, Any]:
+        at = meta[0] + walk(meta, parts["shape"], parts["a_strides"], rank, z)
+        return None, at + row * meta[1] + k * meta[2]
+
+    def b_at(meta: Any, z: Any, k: Any, col: Any) -> tuple[Any, Any]:
+        at = meta[3] + walk(meta, parts["shape"], parts["b_strides"], rank, z)
+        return None, at + k * meta[4] + col * meta[5]
+
+    def y_at(meta: Any, z: Any, row: Any, col: Any, m: Any, n: Any) -> Any:
+        return (z * m + row) * n + col
+
+    function = tiled(key, parts["size"], a_at, b_at, y_at)
     return function.with_attr("global_symbol", symbol(key, layout_class))
+
+
+Address = Callable[..., Any]
+
+
+def tiled(key: Any, meta_size: int, a_at: Address, b_at: Address, y_at: Address) -> Any:
+    """A tiled ``Y[z] = A[z] @ B[z]`` kernel over ``batch x M x N`` with contraction ``K``.
+
+    ``a_at(meta, z, row, k)`` and ``b_at(meta, z, k, col)`` give ``(condition, index)``: the
+    element's index in its flat buffer and an extra in-range condition (``None``: none beyond
+    ``row < M``, ``k < K``, ``col < N``); ``y_at(meta, z, row, col, M, N)`` the flat index of a
+    result entry. ``batch``, ``M``, ``N`` and ``K`` are scalar arguments of the kernel.
+    """
+    simdgroup = target() == "metal" and key.accumulate.startswith("float")
+    return (_simdgroup if simdgroup else _looped)(key, meta_size, _readers(key, a_at, b_at), y_at)
 
 
 def _T() -> Any:
@@ -73,41 +113,42 @@ def _T() -> Any:
     return T
 
 
-def _readers(layout_class: MatmulClass, acc: str) -> tuple[Any, Any]:
-    """``a(A, meta, batch, row, k)`` and ``b(B, meta, batch, k, col)``: guarded staged reads."""
+def _readers(key: Any, a_at: Address, b_at: Address) -> tuple[Address, Address]:
+    """``a(A, meta, z, row, k, M, K)`` and ``b(B, meta, z, k, col, K, N)``: guarded reads."""
     T = _T()
-    parts = meta_layout(layout_class)
-    rank = layout_class.batch
+    acc = key.accumulate
 
-    def a(A: Any, meta: Any, M: Any, z: Any, row: Any, k: Any) -> Any:
-        at = meta[0] + walk(meta, parts["shape"], parts["a_strides"], rank, z)
-        inside = T.And(row < M, k < meta[parts["k"]])
-        value = A[at + row * meta[1] + k * meta[2]]
-        return T.if_then_else(inside, T.cast(value, acc), T.cast(0, acc))
+    def guarded(buffer: Any, place: tuple[Any, Any], inside: Any) -> Any:
+        condition, index = place
+        if condition is not None:
+            inside = T.And(inside, condition)
+        return T.if_then_else(inside, T.cast(buffer[index], acc), T.cast(0, acc))
 
-    def b(B: Any, meta: Any, N: Any, z: Any, k: Any, col: Any) -> Any:
-        at = meta[3] + walk(meta, parts["shape"], parts["b_strides"], rank, z)
-        inside = T.And(k < meta[parts["k"]], col < N)
-        value = B[at + k * meta[4] + col * meta[5]]
-        return T.if_then_else(inside, T.cast(value, acc), T.cast(0, acc))
+    def a(A: Any, meta: Any, z: Any, row: Any, k: Any, M: Any, K: Any) -> Any:
+        return guarded(A, a_at(meta, z, row, k), T.And(row < M, k < K))
+
+    def b(B: Any, meta: Any, z: Any, k: Any, col: Any, K: Any, N: Any) -> Any:
+        return guarded(B, b_at(meta, z, k, col), T.And(k < K, col < N))
 
     return a, b
 
 
-def _simdgroup(key: MatmulKey, layout_class: MatmulClass) -> Any:
+def _simdgroup(key: Any, m: int, readers: tuple[Address, Address], y_at: Address) -> Any:
     T = _T()
-    read_a, read_b = _readers(layout_class, key.accumulate)
-    nx, ny = T.dynamic("nx"), T.dynamic("ny")
-    batch, M, N = T.dynamic("batch"), T.dynamic("M"), T.dynamic("N")
-    d, acc, out, m = key.stored, key.accumulate, key.output, meta_layout(layout_class)["size"]
-    kk = meta_layout(layout_class)["k"]
+    read_a, read_b = readers
+    na, nb, ny = T.dynamic("na"), T.dynamic("nb"), T.dynamic("ny")
+    d, acc, out = key.stored, key.accumulate, key.output
 
     @T.prim_func
-    def matmul(
-        A: T.Tensor((nx,), d),
-        B: T.Tensor((ny,), d),
-        Y: T.Tensor((batch, M, N), out),
+    def gemm(
+        A: T.Tensor((na,), d),
+        B: T.Tensor((nb,), d),
+        Y: T.Tensor((ny,), out),
         meta: T.Tensor((m,), "int32"),
+        batch: T.int32,
+        M: T.int32,
+        N: T.int32,
+        K: T.int32,
     ):
         with T.Kernel(T.ceildiv(N, TILE_N), T.ceildiv(M, TILE_M), batch, threads=THREADS) as (
             bx,
@@ -119,11 +160,11 @@ def _simdgroup(key: MatmulKey, layout_class: MatmulClass) -> Any:
             Cs = T.alloc_shared((TILE_M, TILE_N), acc)
             C = T.alloc_fragment((TILE_M, TILE_N), acc)
             T.clear(C)
-            for k in T.serial(T.ceildiv(meta[kk], TILE_K)):
+            for k in T.serial(T.ceildiv(K, TILE_K)):
                 for i, j in T.Parallel(TILE_M, TILE_K):
-                    As[i, j] = read_a(A, meta, M, bz, by * TILE_M + i, k * TILE_K + j)
+                    As[i, j] = read_a(A, meta, bz, by * TILE_M + i, k * TILE_K + j, M, K)
                 for i, j in T.Parallel(TILE_K, TILE_N):
-                    Bs[i, j] = read_b(B, meta, N, bz, k * TILE_K + i, bx * TILE_N + j)
+                    Bs[i, j] = read_b(B, meta, bz, k * TILE_K + i, bx * TILE_N + j, K, N)
                 T.gemm(As, Bs, C)
             # TileLang may place Cs over As and Bs, and does not see simdgroup_store as a
             # threadgroup write: both barriers are explicit.
@@ -132,26 +173,29 @@ def _simdgroup(key: MatmulKey, layout_class: MatmulClass) -> Any:
             T.sync_threads()
             for i, j in T.Parallel(TILE_M, TILE_N):
                 if T.And(by * TILE_M + i < M, bx * TILE_N + j < N):
-                    Y[bz, by * TILE_M + i, bx * TILE_N + j] = T.cast(Cs[i, j], out)
+                    at = y_at(meta, bz, by * TILE_M + i, bx * TILE_N + j, M, N)
+                    Y[at] = T.cast(Cs[i, j], out)
 
-    return matmul
+    return gemm
 
 
-def _looped(key: MatmulKey, layout_class: MatmulClass) -> Any:
+def _looped(key: Any, m: int, readers: tuple[Address, Address], y_at: Address) -> Any:
     T = _T()
-    read_a, read_b = _readers(layout_class, key.accumulate)
-    nx, ny = T.dynamic("nx"), T.dynamic("ny")
-    batch, M, N = T.dynamic("batch"), T.dynamic("M"), T.dynamic("N")
-    d, acc, out, m = key.stored, key.accumulate, key.output, meta_layout(layout_class)["size"]
-    kk = meta_layout(layout_class)["k"]
+    read_a, read_b = readers
+    na, nb, ny = T.dynamic("na"), T.dynamic("nb"), T.dynamic("ny")
+    d, acc, out = key.stored, key.accumulate, key.output
     b0 = TILE_M * TILE_K  # where the B tile starts in the one staging allocation
 
     @T.prim_func
-    def matmul(
-        A: T.Tensor((nx,), d),
-        B: T.Tensor((ny,), d),
-        Y: T.Tensor((batch, M, N), out),
+    def gemm(
+        A: T.Tensor((na,), d),
+        B: T.Tensor((nb,), d),
+        Y: T.Tensor((ny,), out),
         meta: T.Tensor((m,), "int32"),
+        batch: T.int32,
+        M: T.int32,
+        N: T.int32,
+        K: T.int32,
     ):
         with T.Kernel(T.ceildiv(N, TILE_N), T.ceildiv(M, TILE_M), batch, threads=THREADS) as (
             bx,
@@ -162,16 +206,19 @@ def _looped(key: MatmulKey, layout_class: MatmulClass) -> Any:
             C = T.alloc_fragment((TILE_M, TILE_N), acc)
             for i, j in T.Parallel(TILE_M, TILE_N):
                 C[i, j] = T.cast(0, acc)  # the C target cannot lower T.clear of a fragment
-            for k in T.serial(T.ceildiv(meta[kk], TILE_K)):
+            for k in T.serial(T.ceildiv(K, TILE_K)):
                 for i, j in T.Parallel(TILE_M, TILE_K):
-                    S[i * TILE_K + j] = read_a(A, meta, M, bz, by * TILE_M + i, k * TILE_K + j)
+                    S[i * TILE_K + j] = read_a(A, meta, bz, by * TILE_M + i, k * TILE_K + j, M, K)
                 for i, j in T.Parallel(TILE_K, TILE_N):
-                    S[b0 + i * TILE_N + j] = read_b(B, meta, N, bz, k * TILE_K + i, bx * TILE_N + j)
+                    S[b0 + i * TILE_N + j] = read_b(
+                        B, meta, bz, k * TILE_K + i, bx * TILE_N + j, K, N
+                    )
                 for i, j in T.Parallel(TILE_M, TILE_N):
                     for t in T.serial(TILE_K):
                         C[i, j] = C[i, j] + S[i * TILE_K + t] * S[b0 + t * TILE_N + j]
             for i, j in T.Parallel(TILE_M, TILE_N):
                 if T.And(by * TILE_M + i < M, bx * TILE_N + j < N):
-                    Y[bz, by * TILE_M + i, bx * TILE_N + j] = T.cast(C[i, j], out)
+                    at = y_at(meta, bz, by * TILE_M + i, bx * TILE_N + j, M, N)
+                    Y[at] = T.cast(C[i, j], out)
 
-    return matmul
+    return gemm
