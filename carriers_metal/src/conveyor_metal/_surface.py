@@ -43,6 +43,7 @@ FAMILIES: Final[dict[str, str]] = {
     },
     "cumsum": "reductions",
     "matmul": "matmul",
+    "conv_general": "conv_general",
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})
