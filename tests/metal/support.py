@@ -176,7 +176,7 @@ def _matmul_cases(
 def _conv_cases(
     plan: cv.OperationPlan, rng: np.random.Generator
 ) -> Iterator[tuple[str, list[Any], Any]]:
-    """1-d past one tile; 2-d with groups, strides, padding and both dilations; axis layouts."""
+    """1-d past one tile; 2-d with groups, strides, padding and both dilations; 3-d; layouts."""
     dtype = plan.operands[0].dtype
     assert dtype is not None
 
@@ -200,6 +200,8 @@ def _conv_cases(
     yield "2-d-transposed-input", [transposed, make(5, 3, 2, 2)], opts(padding=((1, 1), (1, 1)))
     layouts = opts(dimension_numbers=("NHWC", "HWIO", "NCHW"), window_strides=(1, 2))
     yield "channels-last", [make(2, 7, 6, 3), make(3, 2, 3, 4)], layouts
+    three = opts(window_strides=(1, 2, 1), padding=((1, 0), (0, 1), (2, 2)), lhs_dilation=(1, 1, 2))
+    yield "3-d", [make(1, 2, 4, 5, 3), make(3, 2, 2, 3, 2)], three
     yield "empty-batch", [make(0, 3, 7), make(2, 3, 3)], opts()
     yield "no-input-channels", [make(1, 0, 7), make(2, 0, 3)], opts()
 
