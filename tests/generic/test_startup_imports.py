@@ -25,12 +25,42 @@ class TestStartupImports:
         assert not heavy_in(loaded)
         assert not {m for m in loaded if m.startswith(("conveyor_", "conveyor.array_api"))}
 
+    def test_import_conveyor_loads_neither_the_plugin_host_nor_entry_point_metadata(self) -> None:
+        # pluggy, the host's modules and importlib.metadata (with the email package) cost about
+        # 40 ms together; nothing needs them before the first scan or lookup by name.
+        loaded = imported_modules("import conveyor")
+        assert not {m for m in loaded if m.startswith(("conveyor.plugins", "pluggy"))}
+        assert "importlib.metadata" not in loaded
+
+    def test_the_plugin_host_loads_on_first_access_and_on_a_first_lookup(self) -> None:
+        out = run(
+            "import sys, conveyor as cv\n"
+            "before = 'conveyor.plugins' in sys.modules\n"
+            "marker = cv.hookimpl\n"
+            "print(before, 'conveyor.plugins' in sys.modules, marker is cv.plugins.hookimpl,"
+            " 'plugins' in dir(cv), 'hookimpl' in dir(cv))"
+        )
+        assert out == "False True True True True"
+
     def test_a_first_cpu_tensor_loads_no_heavy_module(self) -> None:
         loaded = imported_modules(
             "import conveyor as cv\nt = cv.tensor([1.0, 2.0], carrier='cpu')\n(t + t).numpy()"
         )
         assert "conveyor_generic.cpu" in loaded  # the lookup did run
         assert not heavy_in(loaded)
+
+    def test_discovering_every_plugin_loads_no_cli_no_process_or_thread_pool_machinery(
+        self,
+    ) -> None:
+        # A first lookup imports every installed plugin's carrier module. None of them needs
+        # the CLI (argparse, json), multiprocessing (shared memory segments load it on first
+        # allocate) or concurrent.futures with logging (thread pools start on first use).
+        loaded = imported_modules(
+            "import conveyor as cv\nt = cv.tensor([1.0, 2.0], carrier='cpu')\n(t + t).numpy()"
+        )
+        assert {"conveyor_shm.carrier", "conveyor_dask.carrier"} <= loaded  # they were scanned
+        late = ("conveyor.cli", "argparse", "multiprocessing", "concurrent.futures", "logging")
+        assert not {m for m in loaded if m in late or m.startswith(tuple(f"{x}." for x in late))}
 
     def test_plugin_carrier_modules_enumerate_no_plan_at_import(self) -> None:
         out = run(

@@ -47,6 +47,8 @@ FAMILIES: Final[dict[str, str]] = {
     },
     "cumsum": "reductions",
     **{name: "indexing" for name in ("gather", "scatter", "scatter_add")},
+    "matmul": "matmul",
+    "conv_general": "conv_general",
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})

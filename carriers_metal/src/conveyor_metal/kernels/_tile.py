@@ -34,6 +34,7 @@ __all__ = [
     "offset",
     "storage",
     "store",
+    "target",
     "tl_dtype",
     "walk",
     "work",
@@ -188,6 +189,11 @@ def dialect(target: str) -> Iterator[None]:
         _DIALECT.target = previous
 
 
+def target() -> str:
+    """The target kernels are being built for (``"metal"`` unless inside ``dialect``)."""
+    return str(getattr(_DIALECT, "target", "metal"))
+
+
 def math(name: str, *args: Any) -> Any:
     """A math function call: TileLang's intrinsic for Metal, the libm call for the C target.
 
@@ -198,7 +204,7 @@ def math(name: str, *args: Any) -> Any:
     """
     import tilelang.language as T
 
-    if getattr(_DIALECT, "target", "metal") != "c":
+    if target() != "c":
         if name == "round":
             return T.round(*args)
         return getattr(T, name)(*args)
