@@ -234,7 +234,7 @@ def load(value: Any, stored: str, to: str) -> Any:
 
     if stored == "bfloat16" and _bfloat16_as_bits():
         bits = T.shift_left(T.cast(value, "uint32"), T.uint32(16))
-        return T.cast(T.reinterpret("float32", bits), to)
+        return T.cast(T.reinterpret(bits, "float32"), to)
     return T.cast(value, to)
 
 
@@ -244,7 +244,7 @@ def store(value: Any, to: str) -> Any:
 
     if to != "bfloat16" or not _bfloat16_as_bits():
         return T.cast(value, to)
-    bits = T.reinterpret("uint32", T.cast(value, "float32"))
+    bits = T.reinterpret(T.cast(value, "float32"), "uint32")
     odd = T.bitwise_and(T.shift_right(bits, T.uint32(16)), T.uint32(1))
     rounded = T.shift_right(bits + T.uint32(0x7FFF) + odd, T.uint32(16))
     return T.cast(T.if_then_else(T.isnan(value), T.uint32(0x7FC0), rounded), "uint16")
