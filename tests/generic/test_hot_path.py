@@ -6,7 +6,7 @@ import gc
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -223,7 +223,7 @@ class TestCheapViews:
 # The steady-state tiny (a + b).sum().backward() with a.grad reset: two bound forward calls,
 # the seed gradient (allocated and imported through the storage contract), the graph walk, the
 # two central VJPs (reduce_sum's is two cached views) and the publication. Was 149, then 105.
-TINY_FWD_BWD_PYTHON_CALLS = 78
+TINY_FWD_BWD_PYTHON_CALLS = 71
 
 
 class TestCheapBackward:
@@ -258,3 +258,37 @@ class TestCheapBackward:
         assert cv.autograd.saved_for_backward(a.carrier)
         live.backward()
         assert not cv.autograd.saved_for_backward(a.carrier)
+
+
+class ReadOnlyStorage(ArrayStorage):
+    """An array carrier whose storage refuses writes (allocate included)."""
+
+    def _storage_mutable(self) -> bool:
+        return False
+
+
+class CountingImports(ArrayStorage):
+    """An array carrier that overrides the public import_span (and counts its calls)."""
+
+    imports: ClassVar[list[cv.Layout]] = []
+
+    def import_span(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
+        CountingImports.imports.append(layout)
+        super().import_span(layout, values)
+
+
+class TestConstructorsImportIntoAFreshAllocation:
+    def test_a_constructed_tensor_holds_its_values_and_one_write(self) -> None:
+        t = cv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), carrier=CPU)
+        assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        assert t.carrier.version == 1  # as import_span would have counted it
+
+    def test_a_read_only_allocation_is_refused_with_import_spans_error(self) -> None:
+        with pytest.raises(RuntimeError, match=r"import_span on ReadOnlyStorage: .* read-only"):
+            cv.tensor(np.ones(3, np.float32), carrier=ReadOnlyStorage)
+
+    def test_a_carrier_overriding_import_span_still_gets_it_called(self) -> None:
+        CountingImports.imports.clear()
+        t = cv.tensor(np.ones(3, np.float32), carrier=CountingImports)
+        assert CountingImports.imports == [cv.Layout((3,))]
+        assert t.tolist() == [1.0, 1.0, 1.0]

@@ -908,7 +908,16 @@ def _from_array(values: np.ndarray[Any, Any], dtype: DType, cls: type[Carrier]) 
     size = values.size
     carrier = cls.allocate(size, dtype)
     if size:
-        carrier.import_span(Layout.contiguous((size,)), values.reshape(-1))
+        layout = Layout.contiguous((size,))
+        if type(carrier).import_span is Carrier.import_span:
+            # A fresh allocation of ``size`` slots is alive and covers this layout, and the
+            # shapes match by construction: of import_span's checks only writability is left
+            # to ask (every constructor and backward's seed pass here).
+            carrier._check_writable("import_span")
+            carrier._import(layout, values.reshape(-1))
+            carrier._version += 1
+        else:
+            carrier.import_span(layout, values.reshape(-1))
     return Tensor._wrap(carrier, Layout.contiguous(values.shape), dtype)
 
 
