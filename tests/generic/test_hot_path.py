@@ -246,7 +246,7 @@ class TestCheapBackward:
         a = cv.tensor(np.arange(8, dtype=np.float32), carrier=CPU, requires_grad=True)
         for _ in range(1000):
             (a * 2.0).sum().backward()
-        assert len(a.carrier._saved_by) < 256  # dead operations are dropped as the set grows
+        assert len(a.carrier._saved_by) < 256  # dead operations are dropped as it grows
         assert a.grad is not None
         assert a.grad.tolist() == [2000.0] * 8
 
