@@ -32,6 +32,7 @@ def run_plan(
     """Run an accepted plan; one (flat buffer, result layout) per plan output."""
     from conveyor_metal._pointwise_call import pointwise_call
     from conveyor_metal._reduction_call import reduction_call
+    from conveyor_metal._sort_call import sort_call
     from conveyor_metal._surface import FAMILIES
 
     operands = [to_operand(value) for value in inputs]
@@ -41,5 +42,7 @@ def run_plan(
         return [(buffer, cv.Layout(shape))]
     if family == "reductions":
         return [reduction_call(engine, plan, options, operands[0], carrier)]
+    if family == "sorting":
+        return sort_call(engine, plan, options, operands[0], carrier)
     msg = f"{plan.operation} on {carrier}: no kernel family {family!r}"  # pragma: no cover
     raise NotImplementedError(msg)

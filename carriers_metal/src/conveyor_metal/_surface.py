@@ -42,6 +42,7 @@ FAMILIES: Final[dict[str, str]] = {
         for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin")
     },
     "cumsum": "reductions",
+    **{name: "sorting" for name in ("sort", "topk")},
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})
