@@ -113,7 +113,7 @@ def sort_call(
         final = int(stage == (width if width > TILE else 0))
         scalars = sizes | {
             "kout": kout,
-            "n": n,
+            "length": n,
             "descending": order,
             "stage": stage,
             "final": final,

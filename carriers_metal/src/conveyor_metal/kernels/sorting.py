@@ -130,7 +130,7 @@ def _local(key: SortKey, layout_class: SortClass) -> Any:
         Y: T.Tensor((rows, kout), d),
         J: T.Tensor((rows, kout), "int64"),
         meta: T.Tensor((m,), "int32"),
-        n: T.int32,
+        length: T.int32,
         descending: T.int32,
         stage: T.int32,
         final: T.int32,
@@ -152,7 +152,7 @@ def _local(key: SortKey, layout_class: SortClass) -> Any:
                     if h * BLOCK + t < span:
                         if stage == 0:
                             S[h * BLOCK + t] = T.Select(
-                                bx * TILE + h * BLOCK + t < n, bx * TILE + h * BLOCK + t, -1
+                                bx * TILE + h * BLOCK + t < length, bx * TILE + h * BLOCK + t, -1
                             )
                         else:
                             S[h * BLOCK + t] = P[by, bx * TILE + h * BLOCK + t]
