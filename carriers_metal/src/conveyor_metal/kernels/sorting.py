@@ -145,6 +145,9 @@ def _local(key: SortKey, layout_class: SortClass) -> Any:
             i = T.alloc_var("int32")
             j = T.alloc_var("int32")
             up = T.alloc_var("int32")
+            lo = T.alloc_var("int32")
+            hi = T.alloc_var("int32")
+            live = T.alloc_var("bool")
             span = T.min(width, TILE)  # width is a power of two
             for t in T.Parallel(BLOCK):
                 start = base(meta, by)
@@ -161,22 +164,24 @@ def _local(key: SortKey, layout_class: SortClass) -> Any:
             for s in T.serial(_LOG_TILE):
                 for q in T.serial(s + 1):
                     for t in T.Parallel(BLOCK):
-                        if T.And(
-                            2 * t < span,
-                            T.Select(stage == 0, (2 << s) <= span, s == _LOG_TILE - 1),
-                        ):
-                            # Pair t: slots i and i + j; an ascending run keeps the first
-                            # of the pair in front, so (b, a) is tested for a swap there.
-                            j = 1 << (s - q)
-                            i = 2 * t - T.bitwise_and(t, j - 1)
-                            up = T.bitwise_and(bx * TILE + i, T.Select(stage == 0, 2 << s, stage))
-                            a = T.Select(up == 0, S[i + j], S[i])
-                            b = T.Select(up == 0, S[i], S[i + j])
-                            va = T.cast(value(X, meta, start, a), compare)
-                            vb = T.cast(value(X, meta, start, b), compare)
-                            if before(a, b, va, vb, descending):
-                                S[i + j] = T.Select(up == 0, b, a)
-                                S[i] = T.Select(up == 0, a, b)
+                        # Pair t: slots i and i + j. An ascending run (bit ``stage`` of i
+                        # clear) swaps when the upper slot ranks first; a descending one
+                        # when the lower does. Idle pairs compare padding: never a swap.
+                        j = 1 << (s - q)
+                        i = 2 * t - T.bitwise_and(t, j - 1)
+                        up = T.bitwise_and(bx * TILE + i, T.Select(stage == 0, 2 << s, stage))
+                        lo = S[i]
+                        hi = S[i + j]
+                        live = T.And(
+                            2 * t < span, T.Select(stage == 0, (2 << s) <= span, s == _LOG_TILE - 1)
+                        )
+                        a = T.Select(live, T.Select(up == 0, hi, lo), -1)
+                        b = T.Select(live, T.Select(up == 0, lo, hi), -1)
+                        va = T.cast(value(X, meta, start, a), compare)
+                        vb = T.cast(value(X, meta, start, b), compare)
+                        if before(a, b, va, vb, descending):
+                            S[i] = hi
+                            S[i + j] = lo
             for t in T.Parallel(BLOCK):
                 for h in T.unroll(2):
                     if h * BLOCK + t < span:
