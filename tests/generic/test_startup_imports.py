@@ -25,6 +25,23 @@ class TestStartupImports:
         assert not heavy_in(loaded)
         assert not {m for m in loaded if m.startswith(("conveyor_", "conveyor.array_api"))}
 
+    def test_import_conveyor_loads_neither_the_plugin_host_nor_entry_point_metadata(self) -> None:
+        # pluggy, the host's modules and importlib.metadata (with the email package) cost about
+        # 40 ms together; nothing needs them before the first scan or lookup by name.
+        loaded = imported_modules("import conveyor")
+        assert not {m for m in loaded if m.startswith(("conveyor.plugins", "pluggy"))}
+        assert "importlib.metadata" not in loaded
+
+    def test_the_plugin_host_loads_on_first_access_and_on_a_first_lookup(self) -> None:
+        out = run(
+            "import sys, conveyor as cv\n"
+            "before = 'conveyor.plugins' in sys.modules\n"
+            "marker = cv.hookimpl\n"
+            "print(before, 'conveyor.plugins' in sys.modules, marker is cv.plugins.hookimpl,"
+            " 'plugins' in dir(cv), 'hookimpl' in dir(cv))"
+        )
+        assert out == "False True True True True"
+
     def test_a_first_cpu_tensor_loads_no_heavy_module(self) -> None:
         loaded = imported_modules(
             "import conveyor as cv\nt = cv.tensor([1.0, 2.0], carrier='cpu')\n(t + t).numpy()"

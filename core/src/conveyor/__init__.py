@@ -5,9 +5,13 @@
 """
 
 # numpy_protocols and random also fill Tensor's table of composed operators and protocols when
-# loaded; none of them imports NumPy until first used. ``conveyor.array_api`` loads on first
-# access (``__getattr__`` below, or ``Tensor.__array_namespace__``).
+# loaded; none of them imports NumPy until first used. ``conveyor.array_api`` and the plugin
+# host ``conveyor.plugins`` (with pluggy) load on first access (``__getattr__`` below, or
+# ``Tensor.__array_namespace__``, or the first carrier looked up by name).
+from __future__ import annotations
+
 import importlib as _importlib
+import sys as _sys
 from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
@@ -18,7 +22,7 @@ from conveyor import central_definitions as _central_definitions  # noqa: F401
 from conveyor import definitions as _definitions
 from conveyor import move as _move
 from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
-from conveyor import plugins, random
+from conveyor import random
 from conveyor import tensor as _tensor
 from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from conveyor.capabilities import (
@@ -242,7 +246,6 @@ from conveyor.layout import Layout, broadcast_shapes
 from conveyor.move import MoveRoute, move, move_route, move_routes, register_move_route
 from conveyor.operation import Operation, execute_lowered
 from conveyor.options import OperationExecutionOptions
-from conveyor.plugins import hookimpl
 from conveyor.policy import (
     OperandPlan,
     OperationPlan,
@@ -287,23 +290,31 @@ from conveyor.tensor import (
 from conveyor.warnings import ConveyorWarning
 
 if _TYPE_CHECKING:
-    from conveyor import array_api
+    from conveyor import array_api, plugins
+    from conveyor.plugins import hookimpl
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = frozenset({"array_api"})
+_LAZY_SUBMODULES = frozenset({"array_api", "plugins"})
 
 
-def __getattr__(name: str) -> _ModuleType:
-    """Load a lazily imported submodule (PEP 562) on first access."""
+def __getattr__(name: str) -> object:
+    """Load a lazily imported submodule (PEP 562), or ``hookimpl`` from it, on first access."""
     if name in _LAZY_SUBMODULES:
         return _importlib.import_module(f"conveyor.{name}")
+    if name == "hookimpl":
+        return _plugins_module().hookimpl
     msg = f"module 'conveyor' has no attribute {name!r}"
     raise AttributeError(msg)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_SUBMODULES})
+    return sorted({*globals(), *_LAZY_SUBMODULES, "hookimpl"})
+
+
+def _plugins_module() -> _ModuleType:
+    """``conveyor.plugins``, imported on first need: a scan, a lookup by name, the CLI."""
+    return _importlib.import_module("conveyor.plugins")
 
 
 def _array_namespace(api_version: str | None = None) -> object:
@@ -316,17 +327,20 @@ _tensor._COMPOSED.setdefault("array_namespace", _array_namespace)
 
 def _carrier_named(name: str) -> type[Carrier]:
     """A carrier class by registered name, from the plugin host (``carrier="cpu"``)."""
-    return plugins.host().carrier(name)
+    host: plugins.PluginHost = _plugins_module().host()
+    return host.carrier(name)
 
 
 def _default_host() -> plugins.PluginHost:
     """``conveyor.plugins.host()``, looked up on every call (a replaced host takes effect)."""
-    return plugins.host()
+    host: plugins.PluginHost = _plugins_module().host()
+    return host
 
 
 def _scanned_host() -> plugins.PluginHost | None:
     """The default plugin host, only once it has scanned (else ``None``: no scan is started)."""
-    default = plugins._host._default
+    module = _sys.modules.get("conveyor.plugins._host")
+    default = None if module is None else module._default
     return default if default is not None and default._discovery is not None else None
 
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from importlib.metadata import EntryPoint
 from types import FrameType
-from typing import final
+from typing import TYPE_CHECKING, final
 
 from conveyor import _journal
+
+if TYPE_CHECKING:  # importlib.metadata costs ~30 ms at import; only a scan needs it
+    from importlib.metadata import EntryPoint
 
 __all__: list[str] = []
 
