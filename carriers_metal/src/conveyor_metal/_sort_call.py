@@ -102,6 +102,7 @@ def sort_call(
         SortKey("sorting", "sort_step", stored),
     )
     local = engine.source(local_key, layout_class, lambda: build(local_key, layout_class))
+    # Positions between launches; a row within one tile never leaves threadgroup memory.
     scratch = engine.empty(rows * width if width > TILE else 1, cv.int32)
     buffers = {"X": x.buffer, "P": scratch, "meta": engine.meta(meta)}
     sizes = {"nx": int(x.buffer.numel()), "rows": rows, "width": width}
