@@ -49,6 +49,19 @@ class TestStartupImports:
         assert "conveyor_generic.cpu" in loaded  # the lookup did run
         assert not heavy_in(loaded)
 
+    def test_discovering_every_plugin_loads_no_cli_no_process_or_thread_pool_machinery(
+        self,
+    ) -> None:
+        # A first lookup imports every installed plugin's carrier module. None of them needs
+        # the CLI (argparse, json), multiprocessing (shared memory segments load it on first
+        # allocate) or concurrent.futures with logging (thread pools start on first use).
+        loaded = imported_modules(
+            "import conveyor as cv\nt = cv.tensor([1.0, 2.0], carrier='cpu')\n(t + t).numpy()"
+        )
+        assert {"conveyor_shm.carrier", "conveyor_dask.carrier"} <= loaded  # they were scanned
+        late = ("conveyor.cli", "argparse", "multiprocessing", "concurrent.futures", "logging")
+        assert not {m for m in loaded if m in late or m.startswith(tuple(f"{x}." for x in late))}
+
     def test_plugin_carrier_modules_enumerate_no_plan_at_import(self) -> None:
         out = run(
             "import conveyor_dask.carrier, conveyor_shm.carrier, conveyor_storage\n"

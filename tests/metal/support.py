@@ -88,6 +88,12 @@ def cases(plan: cv.OperationPlan, seed: int = 0) -> Iterator[tuple[str, list[Any
     if name in _REDUCTIONS:
         yield from _reduction_cases(plan, rng)
         return
+    if name == "matmul":
+        yield from _matmul_cases(plan, rng)
+        return
+    if name == "conv_general":
+        yield from _conv_cases(plan, rng)
+        return
     if name in ("sort", "topk"):
         yield from _sorting_cases(plan, rng)
         return
@@ -198,6 +204,65 @@ def _sorting_cases(
     yield "0-d-none", [fresh(())], opts(0, 0, True)
 
 
+def _matmul_cases(
+    plan: cv.OperationPlan, rng: np.random.Generator
+) -> Iterator[tuple[str, list[Any], Any]]:
+    """Past one tile in M, N and K; transposed, offset and batch-broadcast operands; 1-D; empty."""
+    dtype = plan.operands[0].dtype
+    assert dtype is not None
+    options = cv.OperationExecutionOptions("matmul")
+
+    def make(*shape: int) -> Operand:
+        return operand(random_values(shape, dtype, rng, "matmul"), dtype)
+
+    transposed = make(70, 65)  # its (65, 70) transpose, read in place
+    transposed = Operand(transposed.buffer, cv.Layout((65, 70), (1, 65)))
+    offset = operand(random_values((3 + 70 * 66,), dtype, rng, "matmul"), dtype)
+    offset = Operand(offset.buffer, cv.Layout((70, 66), offset=3))
+    yield "2-d", [make(65, 70), make(70, 66)], options
+    yield "transposed-offset", [transposed, offset], options
+    yield "batch-broadcast", [make(3, 7, 33), make(33, 65)], options
+    yield "two-batch-axes", [make(2, 1, 7, 9), make(3, 9, 5)], options
+    yield "1-d-left", [make(33), make(2, 33, 7)], options
+    yield "1-d-right", [make(7, 33), make(33)], options
+    yield "1-d-both", [make(65), make(65)], options
+    yield "empty", [make(0, 3), make(3, 5)], options
+    yield "empty-contraction", [make(4, 0), make(0, 5)], options
+
+
+def _conv_cases(
+    plan: cv.OperationPlan, rng: np.random.Generator
+) -> Iterator[tuple[str, list[Any], Any]]:
+    """1-d past one tile; 2-d with groups, strides, padding and both dilations; 3-d; layouts."""
+    dtype = plan.operands[0].dtype
+    assert dtype is not None
+
+    def make(*shape: int) -> Operand:
+        return operand(random_values(shape, dtype, rng, "conv_general"), dtype)
+
+    def opts(**fields: Any) -> Any:
+        return cv.OperationExecutionOptions("conv_general", **fields)
+
+    every = opts(
+        window_strides=(2, 1),
+        padding=((1, 2), (0, 1)),
+        lhs_dilation=(1, 2),
+        rhs_dilation=(2, 1),
+        feature_group_count=2,
+    )
+    transposed = make(3, 2, 9, 10)  # its (2, 3, 9, 10) axis swap, read in place
+    transposed = Operand(transposed.buffer, cv.Layout((3, 2, 9, 10)).permute((1, 0, 2, 3)))
+    yield "1-d", [make(2, 3, 70), make(4, 3, 5)], opts()
+    yield "2-d-every-option", [make(1, 4, 9, 10), make(6, 2, 3, 2)], every
+    yield "2-d-transposed-input", [transposed, make(5, 3, 2, 2)], opts(padding=((1, 1), (1, 1)))
+    layouts = opts(dimension_numbers=("NHWC", "HWIO", "NCHW"), window_strides=(1, 2))
+    yield "channels-last", [make(2, 7, 6, 3), make(3, 2, 3, 4)], layouts
+    three = opts(window_strides=(1, 2, 1), padding=((1, 0), (0, 1), (2, 2)), lhs_dilation=(1, 1, 2))
+    yield "3-d", [make(1, 2, 4, 5, 3), make(3, 2, 2, 3, 2)], three
+    yield "empty-batch", [make(0, 3, 7), make(2, 3, 3)], opts()
+    yield "no-input-channels", [make(1, 0, 7), make(2, 0, 3)], opts()
+
+
 def reference(plan: cv.OperationPlan, options: Any, operands: Sequence[Any]) -> Any:
     """The plan run on Generic with the same logical operands."""
     inputs = []
@@ -247,6 +312,14 @@ def assert_close(name: str, got: Any, want: Any) -> None:
         return
     if name in ("sort", "topk"):  # values are gathered, never computed: bit for bit
         np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+        return
+    if name in ("matmul", "conv_general"):
+        # Another summation order over up to 70 products of magnitude ~10 (and float16 output
+        # rounding after it): absolute error far below these bounds, relative to the sums.
+        rtol, atol = (2e-3, 1e-2) if got.dtype == np.float16 else (1e-5, 1e-3)
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+        )
         return
     if name in ("reduce_sum", "cumsum"):
         # Another summation order: error bounded by eps times the sum of magnitudes.

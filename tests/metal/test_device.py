@@ -53,3 +53,18 @@ def test_move_between_metal_and_cpu_round_trips() -> None:
     x = cv.tensor(values, carrier="cpu")
     back = cv.move(cv.move(x, "metal"), "cpu")
     np.testing.assert_array_equal(back.numpy(), values)
+
+
+def test_matmul_shapes_that_do_not_contract_are_refused_as_on_generic() -> None:
+    """The central shape rule refuses before a kernel runs: Generic's type and message."""
+    from conveyor_generic import Generic
+    from conveyor_metal import Metal
+
+    messages = []
+    for carrier in (Metal, Generic):
+        a = cv.tensor(np.ones((2, 3), np.float32), carrier=carrier)
+        b = cv.tensor(np.ones((4, 5), np.float32), carrier=carrier)
+        with pytest.raises(ValueError, match=f"^matmul on {carrier.__name__}: ") as info:
+            cv.matmul(a, b)
+        messages.append(str(info.value).split(": ", 1)[1])
+    assert messages[0] == messages[1]

@@ -47,9 +47,17 @@ class TestMetalClass:
             assert first is not second and first._dispatch_carrier_class is Metal
 
     def test_unadvertised_name_is_refused(self) -> None:
+        """Every planned name without a Metal family (and an unknown one) is refused."""
+        from conveyor.policy import enumerate_plans
+
         carrier = Metal._from_buffer(torch.zeros(1), cv.float32)
-        with pytest.raises(NotImplementedError):
-            carrier.dispatch_op("conv_general")
+        unadvertised = sorted({p.operation for p in enumerate_plans()} - set(FAMILIES))
+        for name in [*unadvertised, "no_such_name"]:
+            with pytest.raises(
+                NotImplementedError,
+                match=f"^{name} on Metal: the carrier does not implement this operation$",
+            ):
+                carrier.dispatch_op(name)
 
 
 class TestGateBeforeKernelWork:

@@ -198,14 +198,14 @@ class TestSharedMemoryNeverKillsTheHost:
             import os
             import conveyor as cv
             from conveyor_shm import SharedMemoryCarrier
-            from conveyor_shm import carrier as module
+            from multiprocessing import shared_memory
             created = []  # segments this process created (other processes share /dev/shm)
-            original = module.shared_memory.SharedMemory
+            original = shared_memory.SharedMemory
             def record(*args, **kwargs):
                 segment = original(*args, **kwargs)
                 created.append(segment.name)
                 return segment
-            module.shared_memory.SharedMemory = record
+            shared_memory.SharedMemory = record
             stats = os.statvfs("/dev/shm")
             free = stats.f_bavail * stats.f_frsize
             size = free + (1 << 30)
@@ -231,13 +231,15 @@ class TestSharedMemoryNeverKillsTheHost:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """When reserving fails after creation (a race), the segment is removed, not zero-filled."""
+        from multiprocessing import shared_memory
+
         from conveyor_shm import carrier as module
 
         def fail(fd: int, offset: int, length: int) -> None:
             raise OSError(28, "No space left on device")
 
         created: list[str] = []
-        original = module.shared_memory.SharedMemory
+        original = shared_memory.SharedMemory
 
         def record(*args: Any, **kwargs: Any) -> Any:
             segment = original(*args, **kwargs)
@@ -245,7 +247,7 @@ class TestSharedMemoryNeverKillsTheHost:
             return segment
 
         monkeypatch.setattr(module.os, "posix_fallocate", fail)
-        monkeypatch.setattr(module.shared_memory, "SharedMemory", record)
+        monkeypatch.setattr(shared_memory, "SharedMemory", record)
         with pytest.raises(MemoryError, match="a segment of 80 bytes does not fit in /dev/shm"):
             SharedMemoryCarrier.allocate(10, cv.float64)
         (name,) = created

@@ -30,6 +30,8 @@ def run_plan(
     carrier: str,
 ) -> list[tuple[Any, cv.Layout]]:
     """Run an accepted plan; one (flat buffer, result layout) per plan output."""
+    from conveyor_metal._conv_call import conv_call
+    from conveyor_metal._matmul_call import matmul_call
     from conveyor_metal._pointwise_call import pointwise_call
     from conveyor_metal._reduction_call import reduction_call
     from conveyor_metal._sort_call import sort_call
@@ -42,6 +44,10 @@ def run_plan(
         return [(buffer, cv.Layout(shape))]
     if family == "reductions":
         return [reduction_call(engine, plan, options, operands[0], carrier)]
+    if family == "matmul":
+        return [matmul_call(engine, plan, operands[0], operands[1], carrier)]
+    if family == "conv_general":
+        return [conv_call(engine, plan, options, operands[0], operands[1], carrier)]
     if family == "sorting":
         return sort_call(engine, plan, options, operands[0], carrier)
     msg = f"{plan.operation} on {carrier}: no kernel family {family!r}"  # pragma: no cover

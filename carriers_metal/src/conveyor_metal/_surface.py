@@ -42,6 +42,8 @@ FAMILIES: Final[dict[str, str]] = {
         for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin")
     },
     "cumsum": "reductions",
+    "matmul": "matmul",
+    "conv_general": "conv_general",
     **{name: "sorting" for name in ("sort", "topk")},
 }
 

@@ -13,7 +13,6 @@ tile is read once and A once per panel chunk. Tiles move only as whole spans.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
@@ -27,6 +26,8 @@ from conveyor_storage._transitions import checked_plan, claim, write_back
 from conveyor_storage.file_backed import FileBacked
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from conveyor_storage.tiled_evictable import TiledEvictable
 
 __all__ = ["composite_provider", "prepare"]
@@ -195,6 +196,9 @@ def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Itera
             if active():
                 report(done, total, label)
         return
+    # Loaded by the first prefetching stream, not by every discovery of the storage carriers.
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(1, thread_name_prefix="conveyor-prefetch") as pool:
         future: Future[Any] | None = pool.submit(jobs[0]) if jobs else None
         try:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from conveyor import plugins
 from conveyor._tables import table
+from conveyor.doctor import add_doctor_section, doctor_sections
 from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, PluginState
 
 if TYPE_CHECKING:
@@ -34,32 +35,6 @@ __all__ = ["add_doctor_section", "main"]
 
 _FAILED: Final = (PluginState.BROKEN, PluginState.INCOMPATIBLE)
 _Command = Callable[[argparse.Namespace], int]
-_Section = Callable[[], Mapping[str, str]]
-# Extra lines plugins add to `conveyor doctor`, by section name, in registration order.
-_DOCTOR_SECTIONS: dict[str, _Section] = {}
-
-
-def add_doctor_section(name: str, section: _Section) -> None:
-    """Let a plugin add a section to ``conveyor doctor`` (e.g. an active cluster's dashboard).
-
-    ``section()`` returns ``{label: value}`` lines, or an empty mapping to print nothing; it is
-    called once per doctor run, after the plugins loaded, and must not raise.
-    """
-    _DOCTOR_SECTIONS[name] = section
-
-
-def _doctor_sections() -> dict[str, dict[str, str]]:
-    found = {}
-    for name, section in _DOCTOR_SECTIONS.items():
-        try:
-            lines = dict(section())
-        except Exception as exc:  # a plugin's report must not break the diagnosis
-            lines = {"error": f"{type(exc).__name__}: {exc}"}
-        if lines:
-            found[name] = lines
-    return found
-
-
 # ``--wide`` of the running command: tables keep every character instead of fitting the terminal.
 _WIDE: dict[str, bool] = {"wide": False}
 
@@ -408,7 +383,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         "operations": list(registered_operations()),
         "dtypes": [d.name for d in CONCRETE_DTYPES],
         "warnings": _warnings(host, records, carriers_error),
-        "sections": _doctor_sections(),
+        "sections": doctor_sections(),
     }
     if args.json:
         _emit(report)

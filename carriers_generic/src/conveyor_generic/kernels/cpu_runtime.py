@@ -19,10 +19,12 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = [
     "ALIGN",
@@ -281,6 +283,10 @@ def _pool_executor() -> ThreadPoolExecutor:
     if _executor is None:
         with _executor_lock:
             if _executor is None:
+                # concurrent.futures (with logging) loads with the first parallel kernel, not
+                # with every process that discovers the CPU carrier.
+                from concurrent.futures import ThreadPoolExecutor
+
                 _executor = ThreadPoolExecutor(THREADS, thread_name_prefix="conveyor-cpu")
     return _executor
 

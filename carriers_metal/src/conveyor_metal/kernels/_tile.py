@@ -31,6 +31,7 @@ __all__ = [
     "merge",
     "meta_values",
     "offset",
+    "target",
     "tl_dtype",
     "walk",
 ]
@@ -178,6 +179,11 @@ def dialect(target: str) -> Iterator[None]:
         _DIALECT.target = previous
 
 
+def target() -> str:
+    """The target kernels are being built for (``"metal"`` unless inside ``dialect``)."""
+    return str(getattr(_DIALECT, "target", "metal"))
+
+
 def math(name: str, *args: Any) -> Any:
     """A math function call: TileLang's intrinsic for Metal, the libm call for the C target.
 
@@ -188,7 +194,7 @@ def math(name: str, *args: Any) -> Any:
     """
     import tilelang.language as T
 
-    if getattr(_DIALECT, "target", "metal") != "c":
+    if target() != "c":
         if name == "round":
             return T.round(*args)
         return getattr(T, name)(*args)

@@ -16,7 +16,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterable
-from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -218,6 +217,8 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
     The wait polls, so a scheduler that disappears mid-computation is reported within about
     ``_POLL_S`` of the client noticing instead of hanging.
     """
+    from concurrent.futures import CancelledError  # loaded with distributed; not at plugin scan
+
     import distributed
 
     from conveyor.progress import active

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from conveyor.cli import add_doctor_section
+from conveyor.doctor import add_doctor_section
 from conveyor.plugins import hookimpl
 
 CONVEYOR_PLUGIN_API = "1.0"

@@ -19,8 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
-from multiprocessing import resource_tracker, shared_memory
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -29,6 +28,12 @@ from conveyor.capabilities import policy_capabilities
 from conveyor.policy import registered_operations
 from conveyor_generic import CPU, Generic
 from conveyor_generic.kernels import run_kernel
+
+if TYPE_CHECKING:
+    # Loaded by the first allocate or attach: with its helpers (secrets, subprocess, signal)
+    # multiprocessing costs more than the rest of this module, and every carrier discovery
+    # imports this module.
+    from multiprocessing import shared_memory
 
 __all__ = ["SharedMemoryCarrier", "SharedMemoryFacet"]
 
@@ -142,6 +147,8 @@ class _SharedMemoryStorage(cv.StorageProvider):
             raise TypeError(msg)
         nbytes = self.physical_size(size, dtype)
         _check_free(nbytes)
+        from multiprocessing import shared_memory
+
         shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
         try:
             _reserve(shm, nbytes)
@@ -153,6 +160,8 @@ class _SharedMemoryStorage(cv.StorageProvider):
         return _Segment(shm, size, dtype, owner=True)
 
     def attach(self, name: str, size: int, dtype: cv.DType) -> _Segment:
+        from multiprocessing import resource_tracker, shared_memory
+
         shm = shared_memory.SharedMemory(name)
         # Python 3.11 registers attached segments with this process's resource tracker, which
         # would unlink them at exit; only the creating process owns the name. Where this process
