@@ -44,6 +44,7 @@ FAMILIES: Final[dict[str, str]] = {
     "cumsum": "reductions",
     "matmul": "matmul",
     "conv_general": "conv_general",
+    **{name: "sorting" for name in ("sort", "topk")},
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})
