@@ -1,11 +1,11 @@
 """Metal carrier against torch on MPS (macOS), or the kernels' C-target path (elsewhere).
 
 Run: ``.venv/bin/python benchmarks/metal.py``. On macOS arm64 with MPS it times add and exp on
-16M float32, reduce_sum of 16M and a 2048x2048 float32 matmul against ``torch`` on the same
-device, as ratios (torch's time over conveyor's: above 1, conveyor is faster). Elsewhere it
-prints "needs MPS" and then times the same TileLang kernels lowered for the C target beside the
-CPU carrier on smaller inputs: that is a correctness path (serial C loops at -O0), not a speed
-figure, and is labelled so.
+16M float32, reduce_sum of 16M, a 2048x2048 float32 matmul, and sort and topk of 16M against
+``torch`` on the same device, as ratios (torch's time over conveyor's: above 1, conveyor is
+faster). Elsewhere it prints "needs MPS" and then times the same TileLang kernels lowered for
+the C target beside the CPU carrier on smaller inputs: that is a correctness path (serial C
+loops at -O0), not a speed figure, and is labelled so.
 Each figure is the best of several runs (interference on a shared machine only adds time).
 """
 
@@ -50,6 +50,10 @@ def on_device() -> None:
         ("reduce_sum 16M f32", sync(lambda: cv.reduce_sum(x)), sync(lambda: t.sum())),
         ("matmul 2048^2 f32", sync(lambda: cv.matmul(a2, a2)), sync(lambda: t2 @ t2)),
     ]
+    rows += [
+        ("sort 16M f32", sync(lambda: cv.sort(x)), sync(lambda: torch.sort(t, stable=True))),
+        ("topk 16M f32, k=100", sync(lambda: cv.topk(x, k=100)), sync(lambda: torch.topk(t, 100))),
+    ]
     print(f"{'operation':24} {'conveyor s':>11} {'torch mps s':>12} {'ratio':>7}")
     for name, ours, theirs in rows:
         a, b = best(ours), best(theirs)
@@ -82,6 +86,11 @@ def correctness_path() -> None:
         ("exp 1M f32", kernel("exp", flat), lambda: cv.exp(x)),
         ("reduce_sum 1M f32", kernel("reduce_sum", flat), lambda: cv.reduce_sum(x)),
         ("matmul 256^2 f32", kernel("matmul", sq, sq), lambda: cv.matmul(s, s)),
+    ]
+    m = 1 << 16  # the C-target sort is serial loops at -O0: a smaller row
+    short, y = Operand(flat.buffer, cv.Layout((m,))), cv.tensor(values[:m], carrier=CPU)
+    rows += [
+        ("sort 64K f32", kernel("sort", short), lambda: cv.sort(y)),
     ]
     print("C-target correctness path (serial C, -O0), not a speed figure:")
     print(f"{'operation':24} {'C target s':>11} {'CPU carrier s':>14} {'CPU/C':>7}")

@@ -97,6 +97,9 @@ def cases(plan: cv.OperationPlan, seed: int = 0) -> Iterator[tuple[str, list[Any
     if name == "conv_general":
         yield from _conv_cases(plan, rng)
         return
+    if name in ("sort", "topk"):
+        yield from _sorting_cases(plan, rng)
+        return
     options = cv.OperationExecutionOptions(name)
 
     def build(shape: tuple[int, ...], strided: bool) -> list[Any]:
@@ -205,6 +208,60 @@ def _indexing_cases(
     yield "0-d", index_operands(plan, rng, values(()), (), 0), opts(0)
 
 
+def _tied(shape: tuple[int, ...], dtype: cv.DType, rng: np.random.Generator) -> Any:
+    """Values drawn from a few, so most are tied: signed zeros, infinities and NaN for floats."""
+    if not dtype.is_floating:
+        return (
+            random_values(shape, dtype, rng, "sort") % 3
+            if dtype.is_integer
+            else rng.random(shape) < 0.5
+        )
+    pool = np.array([np.nan, -0.0, 0.0, 1.0, -1.0, np.inf, -np.inf, 2.5])
+    return rng.choice(pool, size=shape).astype(dtype.numpy)
+
+
+def _sorting_cases(
+    plan: cv.OperationPlan, rng: np.random.Generator
+) -> Iterator[tuple[str, list[Any], Any]]:
+    """Rows shorter and longer than a tile (512), strided, broadcast, tied, empty and 0-d.
+
+    ``sort`` alternates ascending and descending, ``topk`` largest and smallest, with ``k``
+    from none to the whole axis.
+    """
+    name = plan.operation
+    dtype = plan.operands[0].dtype
+    assert dtype is not None
+
+    def opts(axis: int, k: int, flip: bool) -> Any:
+        if name == "sort":
+            return cv.OperationExecutionOptions(name, axis=axis, descending=flip)
+        return cv.OperationExecutionOptions(name, axis=axis, k=k, largest=not flip)
+
+    def fresh(shape: tuple[int, ...]) -> Operand:
+        return operand(random_values(shape, dtype, rng, name), dtype)
+
+    transposed = fresh((300, 5))
+    transposed = Operand(transposed.buffer, cv.Layout((5, 300), (1, 5)))
+    row = fresh((65,))
+    yield "last-axis", [fresh((5, 300))], opts(-1, 5, False)
+    yield "last-axis-flipped", [fresh((5, 300))], opts(1, 300, True)
+    yield "first-axis-strided", [transposed], opts(0, 3, True)
+    yield "last-axis-strided", [transposed], opts(-1, 299, False)
+    yield "ties", [operand(_tied((4, 65), dtype, rng), dtype)], opts(-1, 10, False)
+    yield "ties-flipped", [operand(_tied((4, 65), dtype, rng), dtype)], opts(-1, 65, True)
+    yield "broadcast-rows", [Operand(row.buffer, cv.Layout((3, 65), (0, 1)))], opts(-1, 7, True)
+    yield "broadcast-axis", [Operand(row.buffer, cv.Layout((4, 7), (1, 0), 2))], opts(1, 4, False)
+    yield "long-rows", [fresh((2, 1000))], opts(-1, 600, True)
+    yield "long-1-d", [operand(_tied((4097,), dtype, rng), dtype)], opts(0, 4097, False)
+    yield "3-d", [fresh((3, 4, 70))], opts(-1, 70, False)
+    for size in (1, 7, 64, 65, 257):
+        yield f"1-d-{size}", [fresh((size,))], opts(0, size // 2, size % 2 == 1)
+    yield "empty-rows", [fresh((0, 3))], opts(1, 2, False)
+    yield "empty-axis", [fresh((3, 0))], opts(-1, 0, True)
+    yield "0-d", [fresh(())], opts(-1, 1, False)
+    yield "0-d-none", [fresh(())], opts(0, 0, True)
+
+
 def _matmul_cases(
     plan: cv.OperationPlan, rng: np.random.Generator
 ) -> Iterator[tuple[str, list[Any], Any]]:
@@ -264,9 +321,7 @@ def _conv_cases(
     yield "no-input-channels", [make(1, 0, 7), make(2, 0, 3)], opts()
 
 
-def reference(
-    plan: cv.OperationPlan, options: Any, operands: Sequence[Any]
-) -> np.ndarray[Any, Any]:
+def reference(plan: cv.OperationPlan, options: Any, operands: Sequence[Any]) -> Any:
     """The plan run on Generic with the same logical operands."""
     inputs = []
     for value, o in zip(operands, plan.operands, strict=True):
@@ -277,24 +332,33 @@ def reference(
             inputs.append(value)
     op = Generic.allocate(0, cv.float32).dispatch_op(plan.operation)
     result = op.forward(*inputs, options=options)
-    assert isinstance(result, Tensor)
-    assert result.dtype is plan.outputs[0]
-    return result.numpy()
+    results = result if isinstance(result, tuple) else (result,)
+    assert all(isinstance(r, Tensor) for r in results)
+    assert tuple(r.dtype for r in results) == plan.outputs
+    arrays = tuple(r.numpy() for r in results)
+    return arrays if len(arrays) > 1 else arrays[0]
 
 
-def run(
-    engine: Engine, plan: cv.OperationPlan, options: Any, operands: Sequence[Any]
-) -> np.ndarray[Any, Any]:
-    """The plan run through ``engine`` (results as NumPy, in the plan's output dtype)."""
+def run(engine: Engine, plan: cv.OperationPlan, options: Any, operands: Sequence[Any]) -> Any:
+    """The plan run through ``engine``: its result as NumPy (a tuple for several outputs)."""
     from conveyor_metal._calls import run_plan
 
-    ((buffer, layout),) = run_plan(engine, plan, options, operands, "Metal")
-    view = buffer.as_strided(layout.shape, layout.strides, layout.offset)
-    return _numpy(view.contiguous(), plan.outputs[0]).reshape(layout.shape)
+    arrays = []
+    results = run_plan(engine, plan, options, operands, "Metal")
+    for (buffer, layout), dtype in zip(results, plan.outputs, strict=True):
+        view = buffer.as_strided(layout.shape, layout.strides, layout.offset)
+        arrays.append(_numpy(view.contiguous(), dtype).reshape(layout.shape))
+    return tuple(arrays) if len(arrays) > 1 else arrays[0]
 
 
-def assert_close(name: str, got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> None:
-    """Equal shapes and dtypes; exact for bool/int, a dtype- and function-sized tolerance else."""
+def assert_close(name: str, got: Any, want: Any) -> None:
+    """Equal shapes and dtypes; exact for bool/int and sorting, a dtype- and function-sized
+    tolerance else. Tuples (several outputs) are compared output by output."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert_close(name, g, w)
+        return
     assert got.shape == want.shape and got.dtype == want.dtype, (
         got.shape,
         want.shape,
@@ -303,6 +367,9 @@ def assert_close(name: str, got: np.ndarray[Any, Any], want: np.ndarray[Any, Any
     )
     if got.dtype.kind in "biu":
         np.testing.assert_array_equal(got, want)
+        return
+    if name in ("sort", "topk"):  # values are gathered, never computed: bit for bit
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
         return
     if name in ("matmul", "conv_general"):
         # Another summation order over up to 70 products of magnitude ~10 (and float16 output

@@ -25,6 +25,7 @@ from conveyor_metal._binding import bind, parse_metal
 from conveyor_metal._c_build import parallel_jobs, unit
 from conveyor_metal._engine import Engine
 from conveyor_metal._surface import advertised_plans
+from conveyor_metal.kernels.sorting import TILE
 
 from .sweep import Recorded, RecordingLauncher, record, sample_plans
 
@@ -60,6 +61,9 @@ def _check_binding(launch: Recorded) -> None:
         assert arguments[binding.scalar_slot] is packed
     (threads,) = _MAX_THREADS.findall(launch.source)
     assert launch.launch.threads == (int(threads), 1, 1)
+    if "width" in launch.scalars:  # sorting: one threadgroup per tile of each row
+        tiles = -(-launch.scalars["width"] // TILE)
+        assert launch.launch.grid == (tiles, launch.scalars["rows"], 1)
     if "Y" in launch.buffers and launch.launch.grid[0] > 0:
         size = launch.scalars.get("n")
         if size is not None:  # pointwise: one thread per output element, the grid covers it

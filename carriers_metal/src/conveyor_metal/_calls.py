@@ -34,6 +34,7 @@ def run_plan(
     from conveyor_metal._matmul_call import matmul_call
     from conveyor_metal._pointwise_call import pointwise_call
     from conveyor_metal._reduction_call import reduction_call
+    from conveyor_metal._sort_call import sort_call
     from conveyor_metal._surface import FAMILIES
 
     operands = [to_operand(value) for value in inputs]
@@ -51,5 +52,7 @@ def run_plan(
         return [matmul_call(engine, plan, operands[0], operands[1], carrier)]
     if family == "conv_general":
         return [conv_call(engine, plan, options, operands[0], operands[1], carrier)]
+    if family == "sorting":
+        return sort_call(engine, plan, options, operands[0], carrier)
     msg = f"{plan.operation} on {carrier}: no kernel family {family!r}"  # pragma: no cover
     raise NotImplementedError(msg)

@@ -49,6 +49,7 @@ FAMILIES: Final[dict[str, str]] = {
     **{name: "indexing" for name in ("gather", "scatter", "scatter_add")},
     "matmul": "matmul",
     "conv_general": "conv_general",
+    **{name: "sorting" for name in ("sort", "topk")},
 }
 
 _FLOAT_ONLY: Final = frozenset({"pow"})

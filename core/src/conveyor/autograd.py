@@ -124,11 +124,12 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
             non-scalar, saved state was released, or a saved input was modified in place.
     """
 
-    if not tensor.requires_grad:
+    # Slots read directly here and below (properties are Python calls; this runs every step).
+    if not tensor._requires_grad:
         msg = "backward: the tensor does not require grad and has no autograd node"
         raise RuntimeError(msg)
     if gradient is None:
-        if tensor.size != 1:
+        if tensor._layout.size != 1:
             msg = (
                 f"backward: a gradient can be implied only for a single-element tensor, this one "
                 f"has shape {tensor.shape}; pass gradient="
@@ -169,7 +170,13 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                 if g_out is not None:
                     published.append((t, g_out))
             incoming = slots[0] if len(slots) == 1 else tuple(slots)
-            grads = _check_gradients(op, op.backward(incoming))
+            grads = op.backward(incoming)
+            if grads.__class__ is not tuple or len(grads) != len(op._grad_inputs):
+                grads = _check_gradients(op, grads)
+            else:
+                for g in grads:
+                    if g is not None and g.__class__ is not Tensor:
+                        grads = _check_gradients(op, grads)  # raises TypeError
             visited.append(op)
             for t, g in zip(op._grad_inputs, grads, strict=True):
                 if g is None or not t._requires_grad:
@@ -217,7 +224,7 @@ def _totals(published: list[tuple[Tensor, Tensor]]) -> list[tuple[Tensor, Tensor
 def _current_grad(target: Tensor) -> Tensor | None:
     """``target.grad``, refused when the user replaced it with a tensor of another shape."""
     grad = target.grad
-    if grad is not None and grad.shape != target.shape:
+    if grad is not None and grad._layout.shape != target._layout.shape:
         msg = (
             f"backward: .grad of a tensor of shape {target.shape} was set to a tensor of shape "
             f"{grad.shape}; set .grad = None (or a tensor of shape {target.shape}) and retry"

@@ -266,7 +266,10 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
                     result = op._forward(*operands, options=options)
                     if result.__class__ is not Tensor:
                         _check_result(op, result)
-                    attach(op, result)
+                        attach(op, result)
+                    elif result._dtype.is_differentiable:  # attach's single-Tensor case inline
+                        result._grad_fn = op
+                        result._requires_grad = True
                     return result
         result = op._forward(*operands, options=options)
         if result.__class__ is not Tensor:

@@ -215,10 +215,16 @@ class Operation:
         return plan
 
     def _save(self, inputs: tuple[Any, ...]) -> None:
-        tensors = tuple([x for x in inputs if type(x) is Tensor])
+        # One loop, no comprehension (each is a Python call): this runs on every tracked call.
+        tensors: tuple[Tensor, ...] = ()
+        versions: tuple[tuple[Tensor, int], ...] = ()
+        for x in inputs:
+            if x.__class__ is Tensor:
+                tensors += (x,)
+                # The carrier's write counter at save time, read directly.
+                versions += ((x, x._carrier._version),)
         self._saved = inputs
-        # The carrier's write counter at save time; read directly, this runs on every call.
-        self._saved_versions = tuple([(t, t._carrier._version) for t in tensors])
+        self._saved_versions = versions
         self._grad_inputs = tensors
         grad_mode.note_saved(self, tensors)  # exports of these carriers must stay read-only
 

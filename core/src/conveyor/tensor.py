@@ -439,48 +439,50 @@ class Tensor:
     __hash__ = object.__hash__
 
     # -- operator sugar: each calls the public function of the same meaning -------------------
+    # A Tensor operand is passed on as is without calling _operand (one Python call less on
+    # the hot path); anything else goes through _operand's coercion.
 
     def __add__(self, other: Any) -> Tensor:
-        return _F.add(self, self._operand(other))
+        return _F.add(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __radd__(self, other: Any) -> Tensor:
-        return _F.add(self._operand(other), self)
+        return _F.add(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __sub__(self, other: Any) -> Tensor:
-        return _F.sub(self, self._operand(other))
+        return _F.sub(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __rsub__(self, other: Any) -> Tensor:
-        return _F.sub(self._operand(other), self)
+        return _F.sub(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __mul__(self, other: Any) -> Tensor:
-        return _F.mul(self, self._operand(other))
+        return _F.mul(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __rmul__(self, other: Any) -> Tensor:
-        return _F.mul(self._operand(other), self)
+        return _F.mul(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _F.div(self, self._operand(other))
+        return _F.div(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _F.div(self._operand(other), self)
+        return _F.div(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __pow__(self, other: Any) -> Tensor:
-        return _F.pow(self, self._operand(other))
+        return _F.pow(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __rpow__(self, other: Any) -> Tensor:
-        return _F.pow(self._operand(other), self)
+        return _F.pow(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __mod__(self, other: Any) -> Tensor:
-        return _F.rem(self, self._operand(other))
+        return _F.rem(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __rmod__(self, other: Any) -> Tensor:
-        return _F.rem(self._operand(other), self)
+        return _F.rem(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return _F.matmul(self, self._operand(other))
+        return _F.matmul(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return _F.matmul(self._operand(other), self)
+        return _F.matmul(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __neg__(self) -> Tensor:
         return _F.neg(self)
@@ -498,22 +500,22 @@ class Tensor:
         return self
 
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as NumPy
-        return _F.eq(self, self._operand(other))
+        return _F.eq(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __ne__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as NumPy
-        return _F.ne(self, self._operand(other))
+        return _F.ne(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __lt__(self, other: Any) -> Tensor:
-        return _F.lt(self, self._operand(other))
+        return _F.lt(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __le__(self, other: Any) -> Tensor:
-        return _F.le(self, self._operand(other))
+        return _F.le(self, other if other.__class__ is Tensor else self._operand(other))
 
     def __gt__(self, other: Any) -> Tensor:
-        return _F.lt(self._operand(other), self)
+        return _F.lt(other if other.__class__ is Tensor else self._operand(other), self)
 
     def __ge__(self, other: Any) -> Tensor:
-        return _F.le(self._operand(other), self)
+        return _F.le(other if other.__class__ is Tensor else self._operand(other), self)
 
     # -- method forms of common functions -----------------------------------------------------
 
@@ -906,7 +908,16 @@ def _from_array(values: np.ndarray[Any, Any], dtype: DType, cls: type[Carrier]) 
     size = values.size
     carrier = cls.allocate(size, dtype)
     if size:
-        carrier.import_span(Layout.contiguous((size,)), values.reshape(-1))
+        layout = Layout.contiguous((size,))
+        if type(carrier).import_span is Carrier.import_span:
+            # A fresh allocation of ``size`` slots is alive and covers this layout, and the
+            # shapes match by construction: of import_span's checks only writability is left
+            # to ask (every constructor and backward's seed pass here).
+            carrier._check_writable("import_span")
+            carrier._import(layout, values.reshape(-1))
+            carrier._version += 1
+        else:
+            carrier.import_span(layout, values.reshape(-1))
     return Tensor._wrap(carrier, Layout.contiguous(values.shape), dtype)
 
 

@@ -34,6 +34,7 @@ CopyFunction = Callable[[Tensor, tuple[int, ...]], Tensor]
 # tuples, None), not the options record, whose hash and equality are Python calls.
 _LAYOUTS: dict[tuple[Any, ...], Layout | None] = {}
 _LAYOUTS_MAX = 4096
+_new = object.__new__
 _MEMOISED = {
     "broadcast_to": "shape",
     "permute": "axes",
@@ -66,10 +67,35 @@ def view_operations(copy: CopyFunction) -> dict[str, type[Operation]]:
         """Base: the core's view algebra, a copy only when no layout can express the result."""
 
         _input_shape: tuple[int, ...] = ()
+        # The one option field the result layout depends on, for the classes whose ``_view``
+        # is the memoised lookup alone: their repeated calls are answered here, inline.
+        _memo_field: str | None = None
 
         def _forward(self, *inputs: Any, options: OperationExecutionOptions | None) -> Tensor:
             (x,) = inputs
-            self._input_shape = x._layout.shape
+            source = x._layout
+            self._input_shape = source.shape
+            field = self._memo_field
+            if field is not None and options is not None:
+                key = (
+                    self._operation_name,
+                    source.shape,
+                    source.strides,
+                    source.offset,
+                    getattr(options, field),
+                )
+                layout = _LAYOUTS.get(key)
+                if layout is not None:
+                    # Tensor._wrap inlined (a repeated view makes one call less).
+                    result = _new(Tensor)
+                    result._carrier = x._carrier
+                    result._layout = layout
+                    result._dtype = x._dtype
+                    result._grad_fn = None
+                    result._output_index = 0
+                    result._requires_grad = False
+                    result.grad = None
+                    return result
             return self._view(x, options if options is not None else _options(self))
 
         def _view(self, x: Tensor, opts: Any) -> Tensor:
@@ -100,13 +126,13 @@ def view_operations(copy: CopyFunction) -> dict[str, type[Operation]]:
             return (F.reshape(gradient, shape=self._input_shape),)
 
     class Reshape(_View):
-        pass
+        _memo_field = _MEMOISED["reshape"]
 
     class Squeeze(_View):
-        pass
+        _memo_field = _MEMOISED["squeeze"]
 
     class Unsqueeze(_View):
-        pass
+        _memo_field = _MEMOISED["unsqueeze"]
 
     class Permute(_View):
         _axes: tuple[int, ...] = ()
@@ -120,6 +146,8 @@ def view_operations(copy: CopyFunction) -> dict[str, type[Operation]]:
             return (F.permute(gradient, axes=inverse),)
 
     class BroadcastTo(_View):
+        _memo_field = _MEMOISED["broadcast_to"]
+
         def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
             # The autograd engine sums a broadcast gradient back to the input's shape.
             return (gradient,)

@@ -86,19 +86,41 @@ def _ranges(extent: int, parts: int) -> list[tuple[int, int]]:
     return [(low, min(low + step, extent)) for low in range(0, extent, step)]
 
 
+_PREPARED_MAX = 4096
+
+
 def _accumulate(reduce: Callable[..., Any], name: str) -> Callable[..., Array]:
+    # (id(plan), input shape, axis, keepdims) -> (plan, axes, result shape, result size, output
+    # dtype, accumulator dtype, integer accumulator): derived once per call shape (a tiny sum
+    # otherwise spends most of its time here). Keyed by plan identity like the elementwise
+    # kernels; the entry keeps its plan alive, so the id stays its own.
+    prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
     def kernel(plan: cv.OperationPlan, options: Any, x: Array) -> Array:
         axis = None if options is None else options.axis
         keepdims = False if options is None else options.keepdims
-        axes = reduced_axes(axis, x.ndim)
-        shape = _reduced_shape(x.shape, axes, keepdims)
-        out_dtype = plan.outputs[0].numpy
-        acc = plan.operands[0].convert_to
-        assert acc is not None  # the input always converts to the accumulator
-        acc_dtype = acc.numpy
-        out = rt.empty(shape, out_dtype, math.prod(shape))
+        key = (id(plan), x.shape, axis, keepdims)
+        entry = prepared.get(key)
+        if entry is None or entry[0] is not plan:
+            axes = reduced_axes(axis, x.ndim)
+            shape = _reduced_shape(x.shape, axes, keepdims)
+            acc = plan.operands[0].convert_to
+            assert acc is not None  # the input always converts to the accumulator
+            if len(prepared) >= _PREPARED_MAX:
+                prepared.clear()
+            entry = prepared[key] = (
+                plan,
+                axes,
+                shape,
+                math.prod(shape),
+                plan.outputs[0].numpy,
+                acc.numpy,
+                acc.is_integer,
+            )
+        _, axes, shape, size, out_dtype, acc_dtype, integer = entry
+        out = rt.empty(shape, out_dtype, size)
         target = out if acc_dtype == out_dtype else np.empty(shape, acc_dtype)
-        source = x if x.dtype == acc_dtype or acc.is_integer else x.astype(acc_dtype)
+        source = x if x.dtype == acc_dtype or integer else x.astype(acc_dtype)
         reduce_into(reduce, source, axes, keepdims, target, dtype=acc_dtype)
         if target is not out:
             np.copyto(out, target, casting="unsafe")

@@ -13,7 +13,6 @@ overflow and NaN plain values, as on Generic, for a fraction of ``np.errstate``'
 from __future__ import annotations
 
 import contextvars
-import ctypes
 import math
 import os
 import sys
@@ -22,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from conveyor_generic._storage import buffer_address
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -93,16 +94,10 @@ def _new_slab(dtype: np.dtype[Any]) -> list[Any]:
     return state
 
 
-def _address(raw: Array) -> int:
-    # A third of the cost of raw.ctypes.data or __array_interface__ (raw is writable).
-    buffer = ctypes.c_char.from_buffer(raw)  # type: ignore[arg-type]  # ndarray is a buffer
-    return ctypes.addressof(buffer)
-
-
 def _aligned_raw(nbytes: int) -> Array:
     """A fresh uint8 array of ``nbytes`` starting on an ``ALIGN`` boundary (a view of its base)."""
     raw = np.empty(nbytes + ALIGN, np.uint8)
-    start = (-_address(raw)) % ALIGN
+    start = (-buffer_address(raw)) % ALIGN
     return raw[start : start + nbytes]
 
 
@@ -130,7 +125,7 @@ def _pooled(nbytes: int) -> Array:
                 raw = free.pop()
     if raw is None:
         raw = np.empty(cls + ALIGN, np.uint8)
-    start = (-_address(raw)) % ALIGN
+    start = (-buffer_address(raw)) % ALIGN
     return raw[start : start + nbytes]
 
 
