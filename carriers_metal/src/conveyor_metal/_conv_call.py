@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 import conveyor as cv
+from conveyor_generic.kernels.contraction import conv_layouts, conv_output_shape
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 
@@ -37,23 +38,6 @@ def conv_key(plan: cv.OperationPlan) -> Any:
     )
 
 
-def _orders(options: Any, ndim: int) -> tuple[tuple[int, ...], ...]:
-    """The axes of input, weight and result in canonical order (identity without layouts)."""
-    if options.dimension_numbers is None:
-        return (tuple(range(ndim)),) * 3
-    lhs, rhs, out = options.dimension_numbers
-    spatial = [c for c in lhs if c not in "NC"]
-    return (
-        (lhs.index("N"), lhs.index("C"), *(lhs.index(c) for c in spatial)),
-        (rhs.index("O"), rhs.index("I"), *(rhs.index(c) for c in spatial)),
-        (out.index("N"), out.index("C"), *(out.index(c) for c in spatial)),
-    )
-
-
-def _dilated(extent: int, dilation: int) -> int:
-    return (extent - 1) * dilation + 1 if extent else 0
-
-
 def conv_call(
     engine: Engine, plan: cv.OperationPlan, options: Any, x: Operand, w: Operand, carrier: str
 ) -> tuple[Any, cv.Layout]:
@@ -62,7 +46,7 @@ def conv_call(
     from conveyor_metal.kernels.conv_general import ConvClass, build, meta_layout
     from conveyor_metal.kernels.matmul import THREADS, TILE_M, TILE_N
 
-    x_order, w_order, out_order = _orders(options, x.layout.ndim)
+    x_order, w_order, out_order = conv_layouts(options, x.layout.ndim)
     xl, wl = x.layout.permute(x_order), w.layout.permute(w_order)
     n, _, *in_shape = xl.shape
     o, per_in, *kernel_shape = wl.shape
@@ -72,12 +56,8 @@ def conv_call(
     padding = options.padding or ((0, 0),) * d
     lhs_dil = options.lhs_dilation or (1,) * d
     rhs_dil = options.rhs_dilation or (1,) * d
-    out_shape = []
-    for e, k, s, (lo, hi), ld, rd in zip(
-        in_shape, kernel_shape, step, padding, lhs_dil, rhs_dil, strict=True
-    ):
-        span = _dilated(e, ld) + lo + hi - _dilated(k, rd)
-        out_shape.append(span // s + 1 if span >= 0 else 0)
+    # The reference's own arithmetic (the central definition has validated the options).
+    out_shape = conv_output_shape(xl.shape, wl.shape, options)[2:]
     # The kernel writes (N, output positions..., O); canonical order is (N, O, positions...).
     written = cv.Layout((n, *out_shape, o)).permute((0, d + 1, *range(1, d + 1)))
     result = written.permute(tuple(out_order.index(axis) for axis in range(d + 2)))
