@@ -18,31 +18,14 @@ from conveyor_generic.kernels.contraction import conv_layouts, conv_output_shape
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 
-__all__ = ["conv_call", "conv_key"]
-
-
-def conv_key(plan: cv.OperationPlan) -> Any:
-    """The kernel key of a convolution plan: stored, accumulator and output dtypes."""
-    from conveyor_metal.kernels._tile import tl_dtype
-    from conveyor_metal.kernels.conv_general import ConvKey
-
-    operand = plan.operands[0]
-    assert operand.dtype is not None  # both operands are tensors of one dtype (``_surface``)
-    accumulate = plan.accumulator_dtype or plan.compute
-    return ConvKey(
-        "conv_general",
-        "conv_general",
-        tl_dtype(operand.dtype),
-        tl_dtype(accumulate),
-        tl_dtype(plan.outputs[0]),
-    )
+__all__ = ["conv_call"]
 
 
 def conv_call(
     engine: Engine, plan: cv.OperationPlan, options: Any, x: Operand, w: Operand, carrier: str
 ) -> tuple[Any, cv.Layout]:
     """Run a convolution plan; returns (flat result buffer, result layout)."""
-    from conveyor_metal.kernels._tile import INT32_MAX
+    from conveyor_metal.kernels._tile import INT32_MAX, accumulating_key
     from conveyor_metal.kernels.conv_general import ConvClass, build, meta_layout
     from conveyor_metal.kernels.matmul import THREADS, TILE_M, TILE_N
 
@@ -95,7 +78,7 @@ def conv_call(
     }
     for name, values in fields.items():
         meta[parts[name] : parts[name] + len(values)] = list(values)
-    key = conv_key(plan)
+    key = accumulating_key("conv_general", plan)
     source = engine.source(key, layout_class, lambda: build(key, layout_class))
     buffers = {"A": x.buffer, "B": w.buffer, "Y": buffer, "meta": engine.meta(meta)}
     scalars = {

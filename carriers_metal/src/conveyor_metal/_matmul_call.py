@@ -18,20 +18,7 @@ from conveyor.layout import broadcast_shapes
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 
-__all__ = ["matmul_call", "matmul_key"]
-
-
-def matmul_key(plan: cv.OperationPlan) -> Any:
-    """The kernel key of a matmul plan: stored, accumulator and output dtypes."""
-    from conveyor_metal.kernels._tile import tl_dtype
-    from conveyor_metal.kernels.matmul import MatmulKey
-
-    operand = plan.operands[0]
-    assert operand.dtype is not None  # both operands are tensors of one dtype (``_surface``)
-    accumulate = plan.accumulator_dtype or plan.compute
-    return MatmulKey(
-        "matmul", "matmul", tl_dtype(operand.dtype), tl_dtype(accumulate), tl_dtype(plan.outputs[0])
-    )
+__all__ = ["matmul_call"]
 
 
 def _as_matrix(layout: cv.Layout, left: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -48,7 +35,7 @@ def matmul_call(
     engine: Engine, plan: cv.OperationPlan, a: Operand, b: Operand, carrier: str
 ) -> tuple[Any, cv.Layout]:
     """Run a matmul plan; returns (flat result buffer, result layout)."""
-    from conveyor_metal.kernels._tile import INT32_MAX, merge
+    from conveyor_metal.kernels._tile import INT32_MAX, accumulating_key, merge
     from conveyor_metal.kernels.matmul import THREADS, TILE_M, TILE_N, MatmulClass, build
     from conveyor_metal.kernels.matmul import meta_layout as parts_of
 
@@ -78,7 +65,7 @@ def matmul_call(
     meta += [b.layout.offset, b_strides[-2], b_strides[-1]]
     meta += [*merged, *merged_a, *merged_b]
     assert len(meta) == parts["size"]
-    key = matmul_key(plan)
+    key = accumulating_key("matmul", plan)
     source = engine.source(key, layout_class, lambda: build(key, layout_class))
     buffers = {"A": a.buffer, "B": b.buffer, "Y": buffer, "meta": engine.meta(meta)}
     scalars = {

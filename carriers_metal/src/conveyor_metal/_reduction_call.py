@@ -16,29 +16,12 @@ from conveyor.layout import normalize_axes, normalize_axis
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 
-__all__ = ["REDUCTIONS", "reduction_call", "reduction_key"]
+__all__ = ["REDUCTIONS", "reduction_call"]
 
 REDUCTIONS = frozenset(
     {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin", "cumsum"}
 )
 _NO_IDENTITY = {"reduce_max": "max", "reduce_min": "min", "argmax": "argmax", "argmin": "argmin"}
-
-
-def reduction_key(plan: cv.OperationPlan) -> Any:
-    """The kernel key of a reduction plan: stored, accumulator and output dtypes."""
-    from conveyor_metal.kernels._tile import tl_dtype
-    from conveyor_metal.kernels.reductions import ReductionKey
-
-    (operand,) = plan.operands
-    assert operand.dtype is not None  # the input is a tensor
-    accumulate = plan.accumulator_dtype or plan.compute
-    return ReductionKey(
-        "reduction",
-        plan.operation,
-        tl_dtype(operand.dtype),
-        tl_dtype(accumulate),
-        tl_dtype(plan.outputs[0]),
-    )
 
 
 def _axes(name: str, axis: Any, ndim: int, carrier: str) -> tuple[int, ...]:
@@ -79,7 +62,7 @@ def reduction_call(
     engine: Engine, plan: cv.OperationPlan, options: Any, x: Operand, carrier: str
 ) -> tuple[Any, cv.Layout]:
     """Run a reduction plan; returns (flat result buffer, result layout)."""
-    from conveyor_metal.kernels._tile import BLOCK, INT32_MAX, merge
+    from conveyor_metal.kernels._tile import BLOCK, INT32_MAX, accumulating_key, merge
     from conveyor_metal.kernels.reductions import ReductionClass, build, meta_layout
 
     name = plan.operation
@@ -124,7 +107,7 @@ def reduction_call(
     meta[parts["red_strides"] : parts["offset"]] = red_strides
     meta[parts["offset"]] = layout.offset
     meta[parts["count"]] = cols
-    key = reduction_key(plan)
+    key = accumulating_key("reduction", plan)
     source = engine.source(key, layout_class, lambda: build(key, layout_class))
     buffers = {"X": x.buffer, "Y": buffer, "meta": engine.meta(meta)}
     scalars = {"nx": int(x.buffer.numel()), "rows": rows, "cols": cols}

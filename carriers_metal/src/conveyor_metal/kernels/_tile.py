@@ -23,7 +23,9 @@ from conveyor_metal._storage import METAL_DTYPE_NAMES
 __all__ = [
     "BLOCK",
     "INT32_MAX",
+    "AccumulatingKey",
     "LayoutClass",
+    "accumulating_key",
     "classify",
     "dialect",
     "load",
@@ -51,6 +53,32 @@ def tl_dtype(dtype: cv.DType) -> str:
     if dtype.name not in METAL_DTYPE_NAMES:
         raise KeyError(dtype.name)
     return dtype.name
+
+
+@attrs.frozen
+class AccumulatingKey:
+    """What a reduction, matmul or convolution kernel computes: its stored, accumulator and
+    output dtypes (``family`` and ``name`` keep the families' kernels apart in the cache)."""
+
+    family: str
+    name: str
+    stored: str
+    accumulate: str
+    output: str
+
+
+def accumulating_key(family: str, plan: cv.OperationPlan) -> AccumulatingKey:
+    """The kernel key of a plan whose first operand's dtype is the stored dtype of all."""
+    operand = plan.operands[0]
+    assert operand.dtype is not None  # a tensor (``_surface`` advertises no scalar first operand)
+    accumulate = plan.accumulator_dtype or plan.compute
+    return AccumulatingKey(
+        family,
+        plan.operation,
+        tl_dtype(operand.dtype),
+        tl_dtype(accumulate),
+        tl_dtype(plan.outputs[0]),
+    )
 
 
 def work(dtype: cv.DType) -> str:

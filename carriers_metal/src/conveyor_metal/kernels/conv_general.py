@@ -22,9 +22,10 @@ from typing import Any
 import attrs
 
 from conveyor_metal.kernels._pointwise import symbol
+from conveyor_metal.kernels._tile import AccumulatingKey
 from conveyor_metal.kernels.matmul import tiled
 
-__all__ = ["ConvClass", "ConvKey", "build", "meta_layout"]
+__all__ = ["ConvClass", "build", "meta_layout"]
 
 # The meta fields of ``d`` spatial axes: (name, length in words).
 _FIELDS = (
@@ -46,17 +47,6 @@ _FIELDS = (
     ("channels", 0),
 )
 _SCALARS = frozenset({"x_offset", "w_offset", "per_in", "per_out", "out_size", "taps", "channels"})
-
-
-@attrs.frozen
-class ConvKey:
-    """What a convolution kernel computes: stored, accumulator and output dtypes."""
-
-    family: str
-    name: str
-    stored: str
-    accumulate: str
-    output: str
 
 
 @attrs.frozen
@@ -95,7 +85,7 @@ def _digits(meta: Any, shape_at: int, rank: int, flat: Any) -> list[Any]:
     return digits[::-1]
 
 
-def build(key: ConvKey, layout_class: ConvClass) -> Any:
+def build(key: AccumulatingKey, layout_class: ConvClass) -> Any:
     """The ``prim_func`` of a convolution kernel for the current dialect."""
     T = _T()
     p = meta_layout(layout_class)

@@ -28,14 +28,13 @@ from typing import Any, Final
 import attrs
 
 from conveyor_metal.kernels._pointwise import symbol
-from conveyor_metal.kernels._tile import target, walk
+from conveyor_metal.kernels._tile import AccumulatingKey, target, walk
 
 __all__ = [
     "THREADS",
     "TILE_M",
     "TILE_N",
     "MatmulClass",
-    "MatmulKey",
     "build",
     "meta_layout",
     "tiled",
@@ -46,17 +45,6 @@ TILE_N: Final = 64
 TILE_K: Final = 32
 #: Four simdgroups of 32 threads; ``T.gemm`` gives each a 32x32 quarter of the tile.
 THREADS: Final = 128
-
-
-@attrs.frozen
-class MatmulKey:
-    """What a matmul kernel computes: the operands' stored, accumulator and output dtypes."""
-
-    family: str
-    name: str
-    stored: str
-    accumulate: str
-    output: str
 
 
 @attrs.frozen
@@ -72,7 +60,7 @@ def meta_layout(layout_class: MatmulClass) -> dict[str, int]:
     return {"shape": 6, "a_strides": 6 + r, "b_strides": 6 + 2 * r, "size": 6 + 3 * r}
 
 
-def build(key: MatmulKey, layout_class: MatmulClass) -> Any:
+def build(key: AccumulatingKey, layout_class: MatmulClass) -> Any:
     """The ``prim_func`` of a matmul kernel for the current dialect (``_tile.dialect``)."""
     parts = meta_layout(layout_class)
     rank = layout_class.batch

@@ -21,22 +21,11 @@ from typing import Any
 import attrs
 
 from conveyor_metal.kernels._pointwise import symbol
-from conveyor_metal.kernels._tile import BLOCK, walk
+from conveyor_metal.kernels._tile import BLOCK, AccumulatingKey, walk
 
-__all__ = ["ReductionClass", "ReductionKey", "build", "meta_layout"]
+__all__ = ["ReductionClass", "build", "meta_layout"]
 
 _STEPS = int(math.log2(BLOCK))
-
-
-@attrs.frozen
-class ReductionKey:
-    """What a reduction kernel computes: name, stored / accumulator / output dtypes."""
-
-    family: str
-    name: str
-    stored: str
-    accumulate: str
-    output: str
 
 
 @attrs.frozen
@@ -107,7 +96,7 @@ def _better(name: str, dtype: str, a: Any, ia: Any, b: Any, ib: Any) -> Any:
     return T.Or(wins, T.And(same, ia < ib))
 
 
-def build(key: ReductionKey, layout_class: ReductionClass) -> Any:
+def build(key: AccumulatingKey, layout_class: ReductionClass) -> Any:
     """The ``prim_func`` of a reduction, arg-reduction or scan kernel."""
     if key.name in ("argmax", "argmin"):
         function = _arg(key, layout_class)
@@ -131,7 +120,7 @@ def _addresses(layout_class: ReductionClass) -> tuple[Any, Any, dict[str, int]]:
     return row, column, parts
 
 
-def _reduce(key: ReductionKey, layout_class: ReductionClass) -> Any:
+def _reduce(key: AccumulatingKey, layout_class: ReductionClass) -> Any:
     T = _T()
     row, column, parts = _addresses(layout_class)
     nx, rows = T.dynamic("nx"), T.dynamic("rows")
@@ -158,7 +147,7 @@ def _reduce(key: ReductionKey, layout_class: ReductionClass) -> Any:
     return reduce
 
 
-def _arg(key: ReductionKey, layout_class: ReductionClass) -> Any:
+def _arg(key: AccumulatingKey, layout_class: ReductionClass) -> Any:
     """Arg-reduction: the tree carries candidate indices only and re-reads their values.
 
     One threadgroup allocation (the C target accepts no more than one): ``-1`` marks a slot
@@ -198,7 +187,7 @@ def _arg(key: ReductionKey, layout_class: ReductionClass) -> Any:
     return arg
 
 
-def _scan(key: ReductionKey, layout_class: ReductionClass) -> Any:
+def _scan(key: AccumulatingKey, layout_class: ReductionClass) -> Any:
     T = _T()
     row, column, parts = _addresses(layout_class)
     nx, rows, cols = T.dynamic("nx"), T.dynamic("rows"), T.dynamic("cols")
