@@ -53,6 +53,19 @@ class RecordingLauncher:
         self.launches.append(Recorded(source, dict(buffers), dict(scalars), launch))
 
 
+class CountingEngine(Engine):
+    """An engine on CPU buffers that records ``target`` launches instead of running them and
+    counts the buffers it allocates (for "refused before anything is allocated" tests)."""
+
+    def __init__(self, kernel_cache: Path, target: str = "metal") -> None:
+        super().__init__("cpu", RecordingLauncher(target), kernel_cache / "sources")
+        self.allocated = 0
+
+    def empty(self, size: int, dtype: cv.DType) -> Any:
+        self.allocated += 1
+        return super().empty(size, dtype)
+
+
 _TARGETS: Final = ("metal", "c")
 _ROOT: Final = Path(__file__).parents[2]
 #: A worker lowers several hundred kernels: on a cold cache the full sweep's share took about

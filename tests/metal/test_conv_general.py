@@ -21,7 +21,7 @@ from conveyor_metal._calls import run_plan
 from conveyor_metal._engine import Engine, Operand
 
 from .support import assert_close, cpu_engine, operand, random_values, reference, run
-from .sweep import RecordingLauncher, record
+from .sweep import CountingEngine, RecordingLauncher, record
 from .test_lowering import _check as check_lowering_and_binding
 
 _FLOAT32 = cv.resolve_plan("conv_general", cv.float32, cv.float32)
@@ -105,21 +105,11 @@ class TestCTwin:
         assert_close("conv_general", got, want)
 
 
-class _CountingEngine(Engine):
-    def __init__(self, kernel_cache: Path) -> None:
-        super().__init__("cpu", RecordingLauncher("metal"), kernel_cache / "sources")
-        self.allocated = 0
-
-    def empty(self, size: int, dtype: cv.DType) -> Any:
-        self.allocated += 1
-        return super().empty(size, dtype)
-
-
 def test_result_past_32_bit_indices_is_refused_before_anything_is_allocated(
     kernel_cache: Path,
 ) -> None:
     """A broadcast input of 2**31 + 5 positions: a ValueError, no buffer, no launch."""
-    engine = _CountingEngine(kernel_cache)
+    engine = CountingEngine(kernel_cache)
     one = operand(np.ones((1,), np.float32), cv.float32)
     x = Operand(one.buffer, cv.Layout((1, 1, 2**31 + 5), (0, 0, 0)))
     w = Operand(one.buffer, cv.Layout((1, 1, 1)))

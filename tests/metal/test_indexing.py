@@ -22,19 +22,7 @@ from conveyor_metal._engine import Engine, Operand
 
 from .support import assert_close, cpu_engine, index_operands, operand, random_values, reference
 from .support import run as run_engine
-from .sweep import RecordingLauncher
-
-
-class _CountingEngine(Engine):
-    """An engine that records launches instead of running them and counts allocations."""
-
-    def __init__(self, cache: Path) -> None:
-        super().__init__("cpu", RecordingLauncher("c"), cache / "sources")
-        self.allocated = 0
-
-    def empty(self, size: int, dtype: cv.DType) -> Any:
-        self.allocated += 1
-        return super().empty(size, dtype)
+from .sweep import CountingEngine, RecordingLauncher
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +45,7 @@ def _plan(name: str) -> cv.OperationPlan:
 def _refused(
     kernel_cache: Path, name: str, operands: list[Any], axis: int
 ) -> pytest.ExceptionInfo[IndexError]:
-    counting = _CountingEngine(kernel_cache)
+    counting = CountingEngine(kernel_cache, "c")
     options = cv.OperationExecutionOptions(name, axis=axis)
     with pytest.raises(IndexError) as info:
         run_plan(counting, _plan(name), options, operands, "Metal")
@@ -101,7 +89,7 @@ class TestIndexRefusals:
         assert "pass an axis in [-1, 1)" in str(info.value)
 
     def test_index_larger_than_input_off_axis_raises_value_error(self, kernel_cache: Path) -> None:
-        counting = _CountingEngine(kernel_cache)
+        counting = CountingEngine(kernel_cache, "c")
         x = operand(np.zeros((2, 3), np.float32), cv.float32)
         index = operand(np.zeros((3, 3), np.int32), cv.int32)
         options = cv.OperationExecutionOptions("gather", axis=1)
@@ -157,7 +145,7 @@ class TestDuplicateTargets:
 
 def test_new_shape_of_same_rank_does_not_relower(kernel_cache: Path) -> None:
     """Indexing kernels are cached per (plan, rank): new 1-d shapes reuse one kernel."""
-    counting = _CountingEngine(kernel_cache)
+    counting = CountingEngine(kernel_cache, "c")
     plan = _plan("gather")
     rng = np.random.default_rng(0)
     for size in (1, 7, 4097):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ from conveyor_metal._engine import Engine, Operand
 from conveyor_metal.kernels.matmul import TILE_M, TILE_N
 
 from .support import assert_close, cases, cpu_engine, operand, random_values, reference, run
-from .sweep import RecordingLauncher, prepare_c, record
+from .sweep import CountingEngine, RecordingLauncher, prepare_c, record
 from .test_lowering import _check as check_lowering_and_binding
 
 _FLOAT32 = cv.resolve_plan("matmul", cv.float32, cv.float32)
@@ -136,21 +135,11 @@ class TestCTwin:
         assert_close("matmul", got, want)
 
 
-class _CountingEngine(Engine):
-    def __init__(self, kernel_cache: Path) -> None:
-        super().__init__("cpu", RecordingLauncher("metal"), kernel_cache / "sources")
-        self.allocated = 0
-
-    def empty(self, size: int, dtype: cv.DType) -> Any:
-        self.allocated += 1
-        return super().empty(size, dtype)
-
-
 def test_result_past_32_bit_indices_is_refused_before_anything_is_allocated(
     kernel_cache: Path,
 ) -> None:
     """(70000, 1) @ (1, 70000) has 4.9e9 entries: a ValueError, no buffer, no launch."""
-    engine = _CountingEngine(kernel_cache)
+    engine = CountingEngine(kernel_cache)
     one = operand(np.ones((1,), np.float32), cv.float32)
     a = Operand(one.buffer, cv.Layout((70000, 1), (0, 0)))
     b = Operand(one.buffer, cv.Layout((1, 70000), (0, 0)))
