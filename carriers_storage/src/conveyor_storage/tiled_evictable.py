@@ -282,12 +282,17 @@ class TiledEvictable(cv.DependentCarrier):
             return TileState("invalid", False)
 
     def _resident_set(self) -> TileSet:
-        return TileSet(self._resident)
+        """A snapshot of the resident tiles, taken under the lock.
+
+        Building it iterates ``_resident`` in Python code, so a transition committing on
+        another thread would otherwise change the dict mid-iteration (``RuntimeError``).
+        """
+        with self._lock:
+            return TileSet(self._resident)
 
     @property
     def primary_tiles(self) -> TileSet:
-        with self._lock:
-            return TileSet(self._resident)
+        return self._resident_set()
 
     @property
     def secondary_tiles(self) -> TileSet:
