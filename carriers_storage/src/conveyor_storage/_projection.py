@@ -217,10 +217,15 @@ def scatter(
         for done, coord in enumerate(coords, 1):
             positions = incoming.get(coord)
             if positions is None or reduction == "add":
-                if coord in carrier._implicit and positions is None:
-                    result._implicit[coord] = carrier._implicit[coord]
+                # Copied under the lock, so an eviction on another thread cannot release the
+                # template's tile mid-read.
+                with carrier._lock:
+                    implicit = carrier._implicit.get(coord) if positions is None else None
+                    if implicit is None:
+                        value = np.array(mapping.view(carrier._values(coord, "scatter")))
+                if implicit is not None:
+                    result._implicit[coord] = implicit
                     continue
-                value = np.array(mapping.view(carrier._values(coord, "scatter")))
             if positions is not None:
                 for position in positions:
                     piece = compact.carrier.export_span(

@@ -396,9 +396,12 @@ class TiledEvictable(cv.DependentCarrier):
         return True
 
     def _dense(self) -> np.ndarray[Any, Any]:
+        """Every tile's value, copied under the lock: an eviction committing on another thread
+        would otherwise release a resident tile between finding it and reading it."""
         out = np.empty(self._grid.shape, self._dt.numpy)
-        for coord in self._grid.coords():
-            out[self._grid.region(coord)] = self._values(coord, "export_span")
+        with self._lock:
+            for coord in self._grid.coords():
+                out[self._grid.region(coord)] = self._values(coord, "export_span")
         return out
 
     def _export(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
@@ -411,15 +414,29 @@ class TiledEvictable(cv.DependentCarrier):
         logical = np.unravel_index(index, self._grid.shape)
         coord = tuple(int(i) // t for i, t in zip(logical, self._grid.tile_shape, strict=True))
         inner = tuple(int(i) % t for i, t in zip(logical, self._grid.tile_shape, strict=True))
-        return self._values(coord, "read")[inner].item()
+        with self._lock:  # as in _dense
+            return self._values(coord, "read")[inner].item()
 
     def _write(self, index: int, value: Any) -> None:
         flat = np.array([value], self._dt.numpy)
         self._import(cv.Layout((1,), None, index), flat)
 
     def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
-        """Writes into resident tiles only (they become dirty); promote the others first."""
+        """Writes into resident tiles only (they become dirty); promote the others first.
+
+        Runs under the lock and refuses tiles with a transition or operation in flight: an
+        eviction copies a tile outside the lock, so a write landing after its copy would be
+        acknowledged and then dropped with the primary.
+        """
         touched = self._grid.split(layout)
+        with self._lock:
+            found = claim(self, "import_span", touched)
+            try:
+                self._write_resident(touched, np.asarray(values).reshape(-1))
+            finally:
+                self._busy.difference_update(found.coords)
+
+    def _write_resident(self, touched: dict[Coord, Any], flat: np.ndarray[Any, Any]) -> None:
         missing = sorted(c for c in touched if c not in self._resident)
         if missing:
             msg = (
@@ -427,7 +444,6 @@ class TiledEvictable(cv.DependentCarrier):
                 "before writing"
             )
             raise RuntimeError(msg)
-        flat = np.asarray(values).reshape(-1)
         for coord, (mask, inner) in touched.items():
             tile = self._resident[coord]
             current = np.array(tile.export_span(cv.Layout(self._grid.tile_shape)))
