@@ -141,6 +141,23 @@ def _shape_of(plan: cv.OperationPlan, *operands: Any) -> tuple[tuple[int, ...], 
     return shape, math.prod(shape)
 
 
+# (shape, shape) -> (broadcast shape, size) of operand shapes seen before: deriving it costs more
+# than adding two small arrays. Only shapes that broadcast are kept; the rest raise each time.
+_BROADCASTS: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], int]] = {}
+_BROADCAST_CACHE_MAX = 4096
+
+
+def _broadcast(
+    plan: cv.OperationPlan, shapes: tuple[tuple[int, ...], tuple[int, ...]]
+) -> tuple[tuple[int, ...], int]:
+    """The broadcast shape of two operand shapes and its size, remembered for the next call."""
+    shape = check_broadcast(plan.operation, *shapes)
+    if len(_BROADCASTS) >= _BROADCAST_CACHE_MAX:
+        _BROADCASTS.clear()
+    found = _BROADCASTS[shapes] = (shape, math.prod(shape))
+    return found
+
+
 def _ufunc_call(ufunc: np.ufunc, work: np.dtype[Any], out: np.dtype[Any], nin: int) -> Any:
     """``call(out_array, *inputs)``: the ufunc over ``work``, casting inputs and output on the fly.
 
@@ -216,9 +233,16 @@ def _binary(name: str) -> Callable[..., Array]:
             and b.dtype is work
         ):
             shape = a.shape
-            if shape == b.shape and a.size < rt.PARALLEL_MIN:
-                # The hot path of small same-shape operands: one ufunc call, nothing derived.
-                out = rt.empty(shape, out_dtype, a.size)
+            if shape == b.shape:
+                size = a.size
+            else:
+                key = (shape, b.shape)
+                found = _BROADCASTS.get(key) or _broadcast(plan, key)
+                shape, size = found
+            if size < rt.PARALLEL_MIN:
+                # The hot path of small operands of the work dtype: one ufunc call (it
+                # broadcasts), nothing derived that a previous call already derived.
+                out = rt.empty(shape, out_dtype, size)
                 direct(a, b, out=out)
                 return out
         compute = plan.compute.numpy
