@@ -7,6 +7,8 @@ import errno
 import os
 import shutil
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,6 +176,139 @@ class TestAllocate:
         """BlockDeviceCarrier.allocate(size, dtype, device=...) allocates on that device."""
         carrier = BlockDeviceCarrier.allocate(3, cv.uint8, device=device)
         assert carrier.device is device and carrier.size == 3
+
+
+# Run in a child process (it tunes the garbage collector). A dead TiledEvictable lies in a
+# reference cycle, so only the collector frees it (and releases its secondary, an extent of the
+# device); the collector runs at an allocation, and ``nudge`` moves that allocation through
+# ``free_bytes`` or ``allocate`` until it lands inside the device's lock. One line per nudge:
+# nudge, ok / hung, whether a collection started inside the lock, what the probe returned,
+# and the free bytes once everything was collected and released.
+_COLLECTED_INSIDE_THE_LOCK = r"""
+import gc, sys, threading
+import conveyor as cv
+from conveyor_generic import Generic
+from conveyor_storage import BlockDevice, TiledEvictable, TiledResidencyFacet
+
+folder, probe = sys.argv[1], sys.argv[2]
+seen = {}
+
+
+def scenario(dev, nudge):
+    gc.collect()
+    gc.disable()  # the tiled tensor stays in the youngest generation
+    tiled = TiledEvictable(
+        Generic.allocate(0, cv.float32), dev.allocate(0, cv.float32), (1, 2), (1, 1)
+    )
+    res = tiled.require_facet(TiledResidencyFacet)
+    res.promote([(0, 0)])
+    tiled.write(0, 1.0)
+    res.evict([(0, 0)])  # the secondary holds one 4 KiB extent
+    rest = dev.allocate(1024, cv.float32)  # and this one the other: the device is full
+    del tiled, res
+    inside = lambda phase, info: phase == "start" and seen.setdefault("inside", dev._lock.locked())
+    gc.callbacks.append(inside)
+    gc.set_threshold(gc.get_count()[0] + nudge)
+    gc.enable()
+    try:
+        if probe == "free_bytes":
+            seen["result"] = dev.free_bytes
+        else:
+            taken = dev.allocate(1, cv.float32)
+            seen["result"] = taken.offset
+            taken.release()
+    except MemoryError:
+        seen["result"] = "MemoryError"
+    finally:
+        gc.callbacks.remove(inside)
+    rest.release()
+
+
+for nudge in range(12):
+    seen.clear()
+    dev = BlockDevice.create_image(f"{folder}/{probe}-{nudge}.img", 8192)
+    worker = threading.Thread(target=scenario, args=(dev, nudge), daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    gc.set_threshold(700, 10, 10)
+    gc.enable()
+    gc.collect()
+    if worker.is_alive():
+        print(nudge, "hung", int(seen.get("inside", False)), "-", "-", flush=True)
+    else:
+        row = (nudge, "ok", int(seen.get("inside", False)), seen["result"], dev.free_bytes)
+        print(*row, flush=True)
+"""
+
+
+class TestReleaseFromAFinalizer:
+    """A carrier released while its device's lock is held by the releasing thread itself.
+
+    That is what happens when the garbage collector, run at an allocation inside
+    ``allocate`` / ``free_bytes`` / another release, frees a dead hierarchy owning a carrier of
+    the same device. Before the fix the release waited for its own thread: a deadlock.
+    """
+
+    def test_release_inside_the_devices_lock_neither_waits_nor_loses_the_extent(
+        self, tmp_path: Path
+    ) -> None:
+        dev = BlockDevice.create_image(tmp_path / "disk.img", MIB)
+        carrier = dev.allocate(1024, cv.float32)
+
+        def release_inside() -> None:
+            with dev._lock:
+                carrier.release()
+
+        worker = threading.Thread(target=release_inside, daemon=True)
+        worker.start()
+        worker.join(timeout=10)
+        assert not worker.is_alive(), "release waited for the lock its own thread holds"
+        assert carrier.released and dev.free_bytes == MIB
+        assert dev.allocate(2048, cv.float32).offset == 0  # merged, and allocatable again
+        dev.close()
+
+    def test_extent_queued_while_the_lock_was_held_is_merged_by_the_next_allocate(
+        self, tmp_path: Path
+    ) -> None:
+        with BlockDevice.create_image(tmp_path / "disk.img", 8192) as dev:
+            first, second = dev.allocate(1024, cv.float32), dev.allocate(1024, cv.float32)
+            queued: list[tuple[list[list[int]], int]] = []
+
+            def release_inside() -> None:  # as a finalizer run inside the lock
+                with dev._lock:
+                    first.release()
+                    queued.append((list(dev._free), len(dev._returned)))
+
+            worker = threading.Thread(target=release_inside, daemon=True)
+            worker.start()
+            worker.join(timeout=10)
+            assert not worker.is_alive(), "release waited for the lock its own thread holds"
+            assert queued == [([], 1)]  # queued, not merged, while the lock was held
+            assert dev.allocate(1024, cv.float32).offset == 0
+            second.release()
+            assert dev.free_bytes == 4096
+
+    @pytest.mark.parametrize("probe", ["free_bytes", "allocate"])
+    def test_collector_freeing_a_tiled_secondary_inside_the_lock_neither_hangs_nor_loses_it(
+        self, tmp_path: Path, probe: str
+    ) -> None:
+        """Before the fix some nudges hung (the release waited for its own thread's lock);
+        an extent freed by a collection inside ``allocate``'s search is found by it."""
+        done = subprocess.run(
+            [sys.executable, "-c", _COLLECTED_INSIDE_THE_LOCK, str(tmp_path), probe],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        rows = [line.split() for line in done.stdout.splitlines()]
+        assert len(rows) == 12 and all(row[1] == "ok" for row in rows), rows
+        assert all(row[4] == "8192" for row in rows), rows  # nothing lost
+        inside = [row for row in rows if row[2] == "1"]
+        assert inside, f"no nudge landed a collection inside the lock on this Python: {rows}"
+        if probe == "allocate":
+            assert all(row[3] == "0" for row in inside), rows
 
 
 class TestAlignedIO:

@@ -28,6 +28,7 @@ import os
 import stat
 import struct
 import threading
+from collections import deque
 from collections.abc import Iterator
 from typing import Any, Final, NoReturn, Self, final
 
@@ -112,6 +113,7 @@ class BlockDevice:
         "_logical",
         "_path",
         "_physical",
+        "_returned",
     )
 
     def __init__(self, path: str | os.PathLike[str], *, direct: bool = False) -> None:
@@ -139,6 +141,8 @@ class BlockDevice:
         self._logical, self._physical, self._base = logical, physical, base
         self._capacity = capacity - capacity % physical
         self._free: list[list[int]] = [[0, self._capacity]] if self._capacity else []
+        # Extents given back but not merged into _free yet (see _give).
+        self._returned: deque[tuple[int, int]] = deque()
         self._lock = threading.Lock()
         self._fault: OSError | None = None
         self._closed = False
@@ -231,6 +235,7 @@ class BlockDevice:
     @property
     def free_bytes(self) -> int:
         with self._lock:
+            self._merge_returned()
             return sum(length for _, length in self._free)
 
     @property
@@ -287,15 +292,19 @@ class BlockDevice:
 
     def _take(self, length: int) -> int:
         with self._lock:
-            for extent in self._free:  # sorted by start: first fit is the lowest address
-                if extent[1] >= length:
-                    start = extent[0]
-                    extent[0] += length
-                    extent[1] -= length
-                    if not extent[1]:
-                        self._free.remove(extent)
-                    return start
-            largest = max((e[1] for e in self._free), default=0)
+            while True:
+                self._merge_returned()
+                for extent in self._free:  # sorted by start: first fit is the lowest address
+                    if extent[1] >= length:
+                        start = extent[0]
+                        extent[0] += length
+                        extent[1] -= length
+                        if not extent[1]:
+                            self._free.remove(extent)
+                        return start
+                largest = max((e[1] for e in self._free), default=0)
+                if not self._returned:  # nothing came back while we searched
+                    break
         msg = (
             f"allocate on BlockDevice {self._path!r}: no free extent of {length} bytes (largest "
             f"free extent {largest} of {self._capacity} bytes); release carriers or use a "
@@ -304,9 +313,26 @@ class BlockDevice:
         raise MemoryError(msg)
 
     def _give(self, start: int, length: int) -> None:
+        """Return an extent: queued, then merged if the lock is free (else by its next holder).
+
+        A carrier can be released by a finalizer that the garbage collector runs on a thread
+        already inside this lock (a dead TiledEvictable or Evictable owning a carrier of this
+        device); waiting for the lock there would deadlock, and merging would change ``_free``
+        in the middle of the interrupted update. Every reader of ``_free`` merges first.
+        """
         if not length:
             return
-        with self._lock:
+        self._returned.append((start, length))
+        if self._lock.acquire(blocking=False):
+            try:
+                self._merge_returned()
+            finally:
+                self._lock.release()
+
+    def _merge_returned(self) -> None:
+        """Move the queued extents into ``_free`` (sorted, neighbours merged); holds the lock."""
+        while self._returned:
+            start, length = self._returned.popleft()
             free = self._free
             at = next((i for i, e in enumerate(free) if e[0] > start), len(free))
             free.insert(at, [start, length])
