@@ -14,6 +14,7 @@ from conveyor_generic.kernels import cpu_runtime as rt
 from tests.generic.test_cpu import address, buffer_of
 
 LARGE = 1 << 19  # float32 elements: 2 MiB, above POOL_MIN_BYTES
+MEDIUM = 1 << 16  # float32 elements: 256 KiB, the smallest pooled size
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +76,38 @@ class TestPoolRefills:
         z = cv.add(x, 2.0)
         assert not np.shares_memory(kept, np.asarray(z))
         np.testing.assert_array_equal(kept[:3], [1.0, 1.0, 1.0])
+
+    def test_medium_results_from_256_kib_refill_the_pool(self) -> None:
+        """From 256 KiB malloc would hand freed buffers back to the kernel, so they are pooled."""
+        assert MEDIUM * 4 == rt.POOL_MIN_BYTES
+        x = cv.zeros(MEDIUM, carrier=CPU)
+        y = x + x
+        first = address(buffer_of(y))
+        del y
+        assert rt.pool_bytes() == rt.size_class(MEDIUM * 4)
+        z = x + 1.0
+        assert address(buffer_of(z)) == first
+        np.testing.assert_array_equal(z.numpy()[-3:], [1.0, 1.0, 1.0])
+
+    def test_a_chain_of_medium_results_reuses_two_buffers(self) -> None:
+        """``(x + x) + x`` keeps two buffers alive at a time; repeating it needs no new one."""
+        x = cv.zeros(MEDIUM, carrier=CPU)
+        seen = set()
+        for _ in range(6):
+            y = x + x
+            z = y + x
+            seen.update((address(buffer_of(y)), address(buffer_of(z))))
+            del y, z
+        assert len(seen) == 2
+
+    def test_a_dying_carrier_s_watch_queues_its_buffer_once(self) -> None:
+        x = cv.zeros(MEDIUM, carrier=CPU)
+        y = x + x
+        assert y.carrier.__dict__["_watch"]() is y.carrier
+        del y
+        assert len(rt._dead) == 1
+        assert rt.pool_bytes() == rt.size_class(MEDIUM * 4)
+        assert rt._dead == []
 
     def test_small_results_never_enter_the_pool(self) -> None:
         x = cv.zeros(1024, carrier=CPU)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import typing
-import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
@@ -207,11 +206,17 @@ def _publish(values: _Array, dtype: cv.DType) -> Tensor:
     carrier = _new(CPU)
     shape = values.shape
     layout = _LAYOUTS.get(shape) or _layout(shape)
-    carrier.__dict__ = {"_array": flat, "_dt": dtype, "_cached": (layout, values)}
     if flat.nbytes >= rt.POOL_MIN_BYTES:
-        # Large buffers go back to the runtime pool when the carrier dies (a finalizer rather
-        # than __del__, which would tax the deallocation of every tiny result).
-        weakref.finalize(carrier, rt.recycle_when_dead, flat).atexit = False
+        # Pooled buffers go back to the runtime pool when the carrier dies (a watch the
+        # carrier holds rather than __del__, which would tax every tiny result's deallocation).
+        carrier.__dict__ = {
+            "_array": flat,
+            "_dt": dtype,
+            "_cached": (layout, values),
+            "_watch": rt.recycle_when_dead(carrier, flat),
+        }
+    else:
+        carrier.__dict__ = {"_array": flat, "_dt": dtype, "_cached": (layout, values)}
     # Tensor._wrap inlined (every planned result passes here): the same slots, one call less.
     tensor = _new(Tensor)
     tensor._carrier = carrier

@@ -2,7 +2,7 @@
 
 Besides arithmetic, three costs dominate CPU kernels: asking NumPy for an address to align an
 output (microseconds, more than a tiny kernel), first-touch page faults on a freshly mapped
-large output (about a third of a 16M-element ``add``), and one core idling. So tiny outputs are
+output (about a third of a 16M-element ``add``), and one core idling. So tiny outputs are
 carved from per-thread 64-byte aligned slabs, large ones come from a small pool of aligned
 buffers that dead CPU results and finished scratch buffers return, and elementwise kernels over
 ``PARALLEL_MIN`` elements split their output into one chunk per core on a lazily created
@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 Array = np.ndarray[Any, Any]
+_UINT8 = np.dtype(np.uint8)
 
 ALIGN = 64
 # Elementwise work at or above this many output elements is split across the cores. Tests lower
@@ -60,8 +62,10 @@ PARALLEL_MIN = 1 << 20
 # 2-core reference machine a second thread never beat serial below 4M elements (add: 0.5-0.6x
 # at 256K-4M, under load), while exp and tanh broke even from about 256K to 4M elements.
 MEMORY_BOUND_SCALE = 4
-# Buffers at least this large are recycled; smaller ones are cheap for malloc to hand out.
-POOL_MIN_BYTES = 1 << 20
+# Buffers at least this large are recycled; smaller ones are cheap for malloc to hand out. From
+# 256 KiB, glibc returns freed buffers to the kernel when several are alive at once, and the next
+# one page-faults: a chain of two 64K-float32 adds cost 240-290 us with 96 faults, 48 us pooled.
+POOL_MIN_BYTES = 256 << 10
 # The pool keeps at most this many bytes of dead buffers, and this many per size.
 POOL_MAX_BYTES = 512 << 20
 POOL_PER_SIZE = 2
@@ -124,7 +128,7 @@ def _pooled(nbytes: int) -> Array:
                 _pool_bytes -= cls
                 raw = free.pop()
     if raw is None:
-        raw = np.empty(cls + ALIGN, np.uint8)
+        raw = np.empty(cls + ALIGN, _UINT8)
     start = (-buffer_address(raw)) % ALIGN
     return raw[start : start + nbytes]
 
@@ -160,8 +164,8 @@ def recycle(flat: Array) -> None:
     """
     global _pool_bytes
     raw = flat.base
-    if type(raw) is not np.ndarray or raw.dtype != np.uint8 or not raw.flags.owndata:
-        return
+    if type(raw) is not np.ndarray or raw.dtype is not _UINT8 or raw.base is not None:
+        return  # not a raw buffer of the pool's making (identity tests: flags cost a call)
     cls = raw.size - ALIGN
     if cls < POOL_MIN_BYTES or size_class(cls) != cls or flat.nbytes > cls:
         return
@@ -176,15 +180,31 @@ def recycle(flat: Array) -> None:
             _pool_bytes += cls
 
 
-def recycle_when_dead(flat: Array) -> None:
-    """Queue the buffer of a result whose carrier is dying, for ``recycle`` on the next pooled
-    allocation.
+class _DeathWatch(weakref.ref):  # type: ignore[type-arg]  # refers to any carrier
+    """A weak reference to a result's carrier that queues the carrier's buffer when it dies.
 
-    A finalizer runs while the dying carrier still holds ``flat`` (and views of it), so its
-    reference counts cannot tell yet whether anything else keeps the memory; once the carrier
-    is gone they can.
+    A fifth of ``weakref.finalize``'s cost (no registry, no exit hook), which is what lets
+    medium results be pooled at all. The carrier keeps its watch in its own attributes:
+    CPython calls a dying object's weak reference callbacks before it clears those, so the
+    watch is still alive when its callback runs.
     """
-    _dead.append(flat)
+
+    __slots__ = ("flat",)
+    flat: Array
+
+
+def _queue_dead(watch: _DeathWatch) -> None:
+    # The dying carrier still holds ``flat`` (and views of it) while this runs, so reference
+    # counts cannot tell yet whether anything else keeps the memory; once it is gone they can.
+    _dead.append(watch.flat)
+
+
+def recycle_when_dead(carrier: object, flat: Array) -> object:
+    """A watch that queues ``flat`` for ``recycle`` (on the next pooled allocation) when
+    ``carrier`` dies; the caller stores it on ``carrier`` itself."""
+    watch = _DeathWatch(carrier, _queue_dead)
+    watch.flat = flat
+    return watch
 
 
 def _recycle_dead() -> None:
