@@ -1071,7 +1071,12 @@ def ones_like(t: Tensor) -> Tensor:
     import numpy as np
 
     # The shape and dtype of a tensor are valid already (backward's seed gradient is this).
-    return _from_array(np.ones(t._layout.shape, t._dtype.numpy), t._dtype, type(t._carrier))
+    layout = t._layout
+    if layout.size == 1:  # backward's implied seed: no np.ones, a Python-level NumPy function
+        values = np.array(1, t._dtype.numpy).reshape(layout.shape)
+    else:
+        values = np.ones(layout.shape, t._dtype.numpy)
+    return _from_array(values, t._dtype, type(t._carrier))
 
 
 def arange(
