@@ -90,9 +90,11 @@ _executor_lock = threading.Lock()
 
 # Small outputs are sliced from 64-byte aligned slabs, one per thread and dtype: asking NumPy
 # for an array's address costs microseconds, more than a tiny kernel, and a basic slice is the
-# cheapest array NumPy makes. A live piece keeps its slab alive, so slabs stay small.
-SMALL_MAX = 1024
-SLAB_BYTES = 32 << 10
+# cheapest array NumPy makes. A live piece keeps its slab alive, so slabs stay small: a piece
+# is at most a sixteenth of its slab. Up to 4 KiB (1K float32): a 1K add took 7.5 us with its
+# own aligned buffer, 6.4 us with a slab piece.
+SMALL_MAX = 4 << 10
+SLAB_BYTES = 64 << 10
 _local = threading.local()
 
 
