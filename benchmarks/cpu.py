@@ -46,19 +46,25 @@ def per_call(fn: Callable[[], object], calls: int, repeats: int = 7) -> float:
 
 
 def paired(
-    ours: Callable[[], object], peer: Callable[[], object], calls: int, rounds: int = 7
+    ours: Callable[[], object],
+    peer: Callable[[], object],
+    calls: int,
+    rounds: int = 7,
+    settle: float = 0.0,
 ) -> tuple[float, float]:
     """Best per-call times of ``ours`` and ``peer``, measured in alternating loops.
 
-    Alternating makes both sides of a ratio see the same machine state: the same background
-    load, and the same thread pools left spinning by the other library (OpenBLAS' and
-    PyTorch's threads busy-wait after work, and on two cores that halves whoever runs next).
+    Alternating makes both sides of a ratio see the same background load. ``settle`` seconds
+    of sleep before each loop let the other side's worker threads stop spinning first
+    (OpenBLAS' and PyTorch's threads busy-wait after work; on two cores that halves whoever
+    runs next, which made the MLP row read 0.06x after the conv and sort rows).
     """
     ours()
     peer()
     best = [math.inf, math.inf]
     for _ in range(rounds):
         for side, fn in enumerate((ours, peer)):
+            time.sleep(settle)
             start = time.perf_counter()
             for _ in range(calls):
                 fn()
@@ -352,7 +358,7 @@ def mlp() -> None:
         diff = h @ q["w2"] + q["b2"] - q["y"]
         (diff * diff).mean().backward()
 
-    ours, theirs = paired(step, torch_step, 50, rounds=9)
+    ours, theirs = paired(step, torch_step, 50, rounds=9, settle=0.3)
     row("MLP 784-256-10 b64 fwd+bwd", ours, "torch", theirs, ">= 0.67x")
 
 

@@ -26,6 +26,7 @@ import conveyor as cv
 from conveyor.policy import operation_spec
 from conveyor_generic import CPU, Generic
 from conveyor_generic.kernels import cpu_runtime as rt
+from conveyor_generic.kernels.cpu_elementwise import _BLEND_MIN as BLEND
 from tests.generic.oracle import (
     BINARY,
     HYPOTHESIS,
@@ -197,6 +198,28 @@ def test_select(data: st.DataObject) -> None:
     if side is not None:
         operands[side] = data.draw(scalars(data.draw(st.sampled_from([bool, int, float]))))
     compare("select", operands, {}, threaded=data.draw(st.booleans()))
+
+
+@pytest.mark.parametrize("shapes", [((BLEND + 5,),) * 3, ((2, BLEND),) + ((1, BLEND),) * 2])
+@pytest.mark.parametrize("dtype", homogeneous_dtypes("select"), ids=str)
+def test_select_on_either_side_of_the_blend_size_copies_bits_like_generic(
+    dtype: cv.DType, shapes: tuple[tuple[int, ...], ...]
+) -> None:
+    """np.where below ``_BLEND_MIN`` elements, the bit blend from there: both copy the chosen
+    element's bytes exactly (NaN payloads, -0.0), as Generic does, with and without broadcasting."""
+    rng = np.random.default_rng(11)
+    condition = rng.random(shapes[0]) < 0.5
+    if dtype is cv.bool:
+        branches = [rng.random(s) < 0.5 for s in shapes[1:]]
+    else:  # random bytes: every bit pattern, NaNs with payloads and -0.0 among them
+        wide = [(*s[:-1], s[-1] * dtype.itemsize) for s in shapes[1:]]
+        branches = [rng.integers(0, 256, w, np.uint8).view(dtype.numpy) for w in wide]
+    operands: list[Any] = [condition, *branches]
+    for size in (BLEND - 1, BLEND + 5):  # a cut below the blend size, and the whole
+        cut = [x[..., : size // 2] if x.ndim == 2 else x[:size] for x in operands]
+        (got,) = run(CPU, "select", cut, {})
+        (want,) = run(Generic, "select", cut, {})
+        assert got.tobytes() == want.tobytes()
 
 
 @settings(SAMPLE, max_examples=40)

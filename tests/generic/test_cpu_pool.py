@@ -109,6 +109,24 @@ class TestPoolRefills:
         assert rt.pool_bytes() == rt.size_class(MEDIUM * 4)
         assert rt._dead == []
 
+    def test_a_repeated_backward_with_accumulated_gradients_allocates_no_new_buffer(self) -> None:
+        """Gradient sums write into recycled buffers: after the first step, a step that
+        accumulates four contributions into one leaf takes every buffer from the pool."""
+        x = cv.tensor(np.ones(MEDIUM, np.float32), carrier=CPU, requires_grad=True)
+
+        def step() -> None:
+            x.grad = None
+            y = x * 2.0 + x * 3.0 + x * 4.0 + x * 5.0
+            y.sum().backward()
+
+        step()
+        before = rt.fresh_buffers()
+        for _ in range(3):
+            step()
+        assert rt.fresh_buffers() == before
+        assert x.grad is not None
+        np.testing.assert_array_equal(x.grad.numpy()[:3], [14.0, 14.0, 14.0])
+
     def test_small_results_never_enter_the_pool(self) -> None:
         x = cv.zeros(1024, carrier=CPU)
         for _ in range(3):

@@ -40,17 +40,25 @@ def buffer_address(raw: np.ndarray[Any, Any]) -> int:
     return ctypes.addressof(buffer)
 
 
+# (element strides, item size) -> byte strides: a generator per strided read costs more than
+# the lookup, and backward reads the same broadcast layouts over and over.
+_BYTE_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
+_BYTE_STRIDES_MAX = 4096
+
+
 def strided_view(flat: np.ndarray[Any, Any], layout: cv.Layout) -> np.ndarray[Any, Any]:
     """The elements of ``flat`` under ``layout`` as a NumPy view (no copy)."""
     if layout.is_contiguous:
         return flat[layout.offset : layout.offset + layout.size].reshape(layout.shape)
     item = flat.itemsize
+    key = (layout.strides, item)
+    strides = _BYTE_STRIDES.get(key)
+    if strides is None:
+        if len(_BYTE_STRIDES) >= _BYTE_STRIDES_MAX:
+            _BYTE_STRIDES.clear()
+        strides = _BYTE_STRIDES[key] = tuple(s * item for s in layout.strides)
     return np.ndarray(
-        layout.shape,
-        flat.dtype,
-        buffer=flat,
-        offset=layout.offset * item,
-        strides=tuple(s * item for s in layout.strides),
+        layout.shape, flat.dtype, buffer=flat, offset=layout.offset * item, strides=strides
     )
 
 

@@ -185,7 +185,9 @@ def _reduced_axes(axis: Any, ndim: int) -> tuple[int, ...]:
 
 def _expand(g: Tensor, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Tensor:
     """The reduction's cotangent broadcast back over the reduced axes."""
-    if axes and not keepdims:
+    if axes and not keepdims and axes != tuple(range(len(axes))):
+        # Broadcasting prepends missing axes, so only reduced axes after a kept one need
+        # putting back first (a full reduction's 0-d cotangent broadcasts as it is).
         g = _F.unsqueeze(g, axes=axes)
     return _F.broadcast_to(g, shape=shape)
 

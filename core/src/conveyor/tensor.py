@@ -121,6 +121,10 @@ class Subtensor:
         return f"Subtensor({self.carrier!r}, {self.layout!r})"
 
 
+# ``Tensor.T``'s axes for the usual ranks, built once (it runs in every matmul backward).
+_REVERSED_AXES = tuple(tuple(range(n - 1, -1, -1)) for n in range(8))
+
+
 @final
 class Tensor:
     """An n-dimensional view of a carrier's buffer, with autograd state.
@@ -570,7 +574,8 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # NumPy's name
-        return _F.permute(self, axes=tuple(reversed(range(self.ndim))))
+        n = len(self._layout.shape)
+        return _F.permute(self, axes=_REVERSED_AXES[n] if n < 8 else tuple(range(n - 1, -1, -1)))
 
     def broadcast_to(self, shape: Sequence[int]) -> Tensor:
         return _F.broadcast_to(self, shape=tuple(shape))
@@ -1071,7 +1076,12 @@ def ones_like(t: Tensor) -> Tensor:
     import numpy as np
 
     # The shape and dtype of a tensor are valid already (backward's seed gradient is this).
-    return _from_array(np.ones(t._layout.shape, t._dtype.numpy), t._dtype, type(t._carrier))
+    layout = t._layout
+    if layout.size == 1:  # backward's implied seed: no np.ones, a Python-level NumPy function
+        values = np.array(1, t._dtype.numpy).reshape(layout.shape)
+    else:
+        values = np.ones(layout.shape, t._dtype.numpy)
+    return _from_array(values, t._dtype, type(t._carrier))
 
 
 def arange(

@@ -135,14 +135,14 @@ def view_operations(copy: CopyFunction) -> dict[str, type[Operation]]:
         _memo_field = _MEMOISED["unsqueeze"]
 
     class Permute(_View):
-        _axes: tuple[int, ...] = ()
-
-        def _view(self, x: Tensor, opts: Any) -> Tensor:
-            self._axes = normalize_axes(opts.axes, x.ndim)
-            return super()._view(x, opts)
+        _memo_field = _MEMOISED["permute"]
 
         def backward(self, gradient: Tensor) -> tuple[Tensor | None, ...]:
-            inverse = tuple(int(a) for a in np.argsort(self._axes))
+            # The axes are normalised here, not in forward: a repeated forward is answered
+            # from the memoised layout alone (the options were validated at dispatch).
+            opts = self.options if self.options is not None else _options(self)
+            axes = normalize_axes(opts.axes, len(self._input_shape))
+            inverse = tuple(int(a) for a in np.argsort(axes))
             return (F.permute(gradient, axes=inverse),)
 
     class BroadcastTo(_View):
