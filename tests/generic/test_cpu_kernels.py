@@ -12,6 +12,7 @@ in-place formulas of ``cpu_activations``), within a few ulps or a 1e-6 absolute 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -156,6 +157,33 @@ def test_binary(name: str, data: st.DataObject) -> None:
             kind = data.draw(st.sampled_from([bool, int, float, complex]))
             operands[side] = data.draw(scalars(kind))
     compare(name, operands, {}, threaded=data.draw(st.booleans()))
+
+
+@pytest.mark.parametrize("carrier", [CPU, Generic], ids=["CPU", "Generic"])
+@pytest.mark.parametrize("big", [10**400, -(10**400)], ids=["plus", "minus"])
+def test_a_weak_int_beyond_float64_is_an_infinity_of_the_float_plan(
+    carrier: type[cv.Carrier], big: int
+) -> None:
+    """An int no float64 holds rounds to an infinity of its sign, as a huge float does (it
+    raised OverflowError before: the sign was taken with copysign, which converts too)."""
+    x = cv.tensor(np.array([1.0, -2.0], np.float32), carrier=carrier)
+    want = np.float32(np.inf) if big > 0 else np.float32(-np.inf)
+    np.testing.assert_array_equal(cv.add(x, big).numpy(), [want, want])
+    np.testing.assert_array_equal(cv.sub(big, x).numpy(), [want, want])
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "lt", "maximum", "pow"])
+@pytest.mark.parametrize("dtype", [cv.float16, cv.float32, cv.float64], ids=str)
+def test_a_tensor_and_a_weak_scalar_match_generic_bit_for_bit(name: str, dtype: cv.DType) -> None:
+    """The direct path for a floating tensor and a weak float or int, on either side, rounds
+    the scalar as the general path does: results equal Generic's to the bit."""
+    x = np.array([1.5, -0.0, np.inf, -np.inf, np.nan, 65504.0, 1e-45, -3.0]).astype(dtype.numpy)
+    for value in (2.0, 0.1, -0.0, 1e300, -1e300, math.nan, 3, -(2**53), 2**53 + 1, 10**400):
+        for operands in ([x, value], [value, x]):
+            (got,) = run(CPU, name, operands, {})
+            (want,) = run(Generic, name, operands, {})
+            assert got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes(), (value, operands[0] is x, got, want)
 
 
 def _mixed_pairs() -> list[tuple[str, cv.DType, cv.DType]]:

@@ -91,8 +91,8 @@ def scalar(value: Any, dtype: cv.DType) -> Array:
         return np.array(complex(value)).astype(dtype.numpy)
     try:
         number = float(value)
-    except OverflowError:  # a Python int beyond float64
-        number = math.copysign(math.inf, value)
+    except OverflowError:  # a Python int beyond float64 (copysign would convert it too)
+        number = math.inf if value > 0 else -math.inf
     with quiet():
         return np.array(number).astype(dtype.numpy)
 

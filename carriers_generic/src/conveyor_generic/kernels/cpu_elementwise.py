@@ -141,6 +141,9 @@ def _shape_of(plan: cv.OperationPlan, *operands: Any) -> tuple[tuple[int, ...], 
     return shape, math.prod(shape)
 
 
+# Python ints up to this size convert to float exactly; larger ones take the general path.
+_EXACT_INT: Final = 2**53
+
 # (shape, shape) -> (broadcast shape, size) of operand shapes seen before: deriving it costs more
 # than adding two small arrays. Only shapes that broadcast are kept; the rest raise each time.
 _BROADCASTS: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], int]] = {}
@@ -204,11 +207,13 @@ def _binary(name: str) -> Callable[..., Array]:
     # id(plan) -> (plan, general call, output dtype, work dtype, ufunc when inputs of the work
     # dtype can write the output directly, else None): decided once per plan. Keyed by identity
     # (the entry keeps its plan alive, so the id stays its own): a plan's hash is a Python call.
-    prepared: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any], Any]] = {}
+    # The last field is the NumPy scalar type a weak Python float (or int) operand becomes, when
+    # it can go straight into the ufunc: a real floating plan computed in its own dtype.
+    prepared: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any], Any, Any]] = {}
 
     def prepare(
         plan: cv.OperationPlan,
-    ) -> tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any], Any]:
+    ) -> tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any], Any, Any]:
         work = work_dtype(plan.compute)
         if name in _WIDE_FLOAT32 and plan.compute is cv.float32:
             work = np.dtype(np.float64)
@@ -217,14 +222,52 @@ def _binary(name: str) -> Callable[..., Array]:
         direct = out_dtype == work or out_dtype == np.bool_
         if name == "pow" and plan.compute.is_integer:
             direct = False  # negative exponents need a look first
-        found = prepared[id(plan)] = (plan, call, out_dtype, work, ufunc if direct else None)
+        weak = None
+        if (
+            direct
+            and plan.compute.is_floating
+            and work == plan.compute.numpy
+            and all(o.convert_to is plan.compute for o in plan.operands)
+        ):
+            weak = work.type
+        found = prepared[id(plan)] = (
+            plan,
+            call,
+            out_dtype,
+            work,
+            ufunc if direct else None,
+            weak,
+        )
         return found
 
     def kernel(plan: cv.OperationPlan, options: Any, a: Any, b: Any) -> Array:
         entry = prepared.get(id(plan))
         if entry is None or entry[0] is not plan:
             entry = prepare(plan)
-        _, call, out_dtype, work, direct = entry
+        _, call, out_dtype, work, direct, weak = entry
+        if weak is not None:
+            # A tensor and a weak Python float or int: the scalar rounded to the compute dtype
+            # as _operand rounds it (through float64), then one ufunc call. Kernels run in the
+            # quiet error state, so a scalar past the dtype's range becomes inf silently.
+            if a.__class__ is np.ndarray and a.dtype is work:
+                array, number, left = a, b, False
+            else:
+                array, number, left = b, a, True
+            kind = number.__class__
+            if (
+                (kind is float or kind is int)
+                and array.__class__ is np.ndarray
+                and array.dtype is work
+                and array.size < rt.PARALLEL_MIN
+                and (kind is float or -_EXACT_INT <= number <= _EXACT_INT)
+            ):
+                value = weak(float(number))
+                out = rt.empty(array.shape, out_dtype, array.size)
+                if left:
+                    direct(value, array, out=out)
+                else:
+                    direct(array, value, out=out)
+                return out
         if (
             direct is not None
             and a.__class__ is np.ndarray
