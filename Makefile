@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DISTS))
 	# would otherwise pull a CUDA torch of several GB.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	# compat editable mode puts src/ on sys.path through a .pth file, which mypy can follow.
+	# setuptools says it will remove that mode; every pyproject caps setuptools below 85 so a
+	# release that does cannot break a fresh install (84.2.1 is the newest, and works).
 	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat \
 		$(foreach d,$(DISTS),-e ./$(d)) -e '.[test,demo,metal]'
 	touch $(STAMP)
