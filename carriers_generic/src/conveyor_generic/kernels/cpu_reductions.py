@@ -121,7 +121,10 @@ def _accumulate(reduce: Callable[..., Any], name: str) -> Callable[..., Array]:
         out = rt.empty(shape, out_dtype, size)
         target = out if acc_dtype == out_dtype else np.empty(shape, acc_dtype)
         source = x if x.dtype == acc_dtype or integer else x.astype(acc_dtype)
-        reduce_into(reduce, source, axes, keepdims, target, dtype=acc_dtype)
+        if x.size < rt.PARALLEL_MIN:  # one core: the ufunc directly (reduce_into is a call)
+            reduce(source, axis=axes, keepdims=keepdims, out=target, dtype=acc_dtype)
+        else:
+            reduce_into(reduce, source, axes, keepdims, target, dtype=acc_dtype)
         if target is not out:
             np.copyto(out, target, casting="unsafe")
         return out
