@@ -217,6 +217,31 @@ print(json.dumps({"interrupted": interrupted, "took": took, "records": records})
 """
 
 
+def test_ctrl_c_delivered_to_the_import_thread_still_stops_the_scan_at_once(
+    tmp_path: Path,
+) -> None:
+    """The kernel may hand a process-wide SIGINT to any thread. One delivered to the hanging
+    import's own thread interrupts the scan within a moment too, not after the 120 s timeout
+    (the waiting thread runs Python's handlers only when its wait returns)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    interrupts = (
+        "import signal\nthreading.Timer(0.5, signal.pthread_kill, "
+        "(threading.get_ident(), signal.SIGINT)).start()\n"
+    )
+    hangs = _HANGS.replace("import threading\n", "import threading\n" + interrupts)
+    _distribution(site, "cvt.interrupt", "a_hangs", hangs)
+    _distribution(site, "cvt.interrupt", "b_after", "")
+    (site / "probe.py").write_text(_INTERRUPT)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["interrupted"] is True
+    assert found["took"] < 60  # the 120 s import timeout never ran out
+
+
 def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> None:
     """A Ctrl-C while the scan waits for a hanging import interrupts the wait (not after the
     timeout): the scan stops once, the plugin is broken, later queries answer at once."""

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # importlib.metadata costs ~30 ms at import; only a scan need
 __all__: list[str] = []
 
 _local = threading.local()
+# The longest the waiting thread goes without running pending signal handlers (see _wait).
+_WAIT_SLICE_S = 0.1
 #: Module name -> (abandoned import thread, when it was abandoned); pruned when a thread ends.
 _abandoned: dict[str, tuple[threading.Thread, float]] = {}
 _abandoned_lock = threading.Lock()
@@ -109,7 +111,7 @@ def load_entry_point(entry_point: EntryPoint, timeout: float, abandon: str) -> o
     )
     thread.start()
     try:
-        finished = attempt.done.wait(timeout)
+        finished = _wait(attempt.done, timeout)
     except KeyboardInterrupt:
         _abandon(module, thread, journal, "the import was interrupted (KeyboardInterrupt)")
         raise
@@ -126,6 +128,22 @@ def load_entry_point(entry_point: EntryPoint, timeout: float, abandon: str) -> o
     if attempt.error is not None:
         raise attempt.error
     return attempt.result
+
+
+def _wait(done: threading.Event, timeout: float) -> bool:
+    """``done.wait(timeout)`` in short slices, so a Ctrl-C is raised within one slice.
+
+    The kernel may deliver a process-wide SIGINT to any thread (the hanging import's, say);
+    Python runs the handler on the main thread only when that thread's wait returns, so one
+    long wait would sit out the whole timeout before raising ``KeyboardInterrupt``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return done.is_set()
+        if done.wait(min(remaining, _WAIT_SLICE_S)):
+            return True
 
 
 def _inside_an_import() -> bool:
