@@ -199,7 +199,12 @@ def test_late_finishing_import_registers_nothing_and_refresh_does_not_wait(
 
 _INTERRUPT = """
 import json
+import signal
 import time
+
+# Ctrl-C raises KeyboardInterrupt here, as in any interactive program, even when the test
+# process ignores SIGINT (a library in the suite left it ignored, and children inherit that).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from conveyor.plugins import PluginHost
 
