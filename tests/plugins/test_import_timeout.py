@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 SUBPROCESS_TIMEOUT_S = 120
 
@@ -222,52 +223,48 @@ print(json.dumps({"interrupted": interrupted, "took": took, "records": records})
 """
 
 
+def _interrupted_scan(tmp_path: Path, interrupts: str) -> dict[str, Any]:
+    """Run the probe's scan over a hanging plugin whose import runs ``interrupts`` first; the
+    probe's report, after checking the scan was interrupted well before its 120 s timeout."""
+    site = tmp_path / "site"
+    site.mkdir()
+    hangs = _HANGS.replace("import threading\n", "import threading\n" + interrupts)
+    _distribution(site, "cvt.interrupt", "a_hangs", hangs)
+    _distribution(site, "cvt.interrupt", "b_after", "")
+    (site / "probe.py").write_text(_INTERRUPT)
+
+    done = _run(site, [str(site / "probe.py")])
+
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    assert found["interrupted"] is True
+    assert found["took"] < 60  # the 120 s import timeout never ran out
+    return found
+
+
 def test_ctrl_c_delivered_to_the_import_thread_still_stops_the_scan_at_once(
     tmp_path: Path,
 ) -> None:
     """The kernel may hand a process-wide SIGINT to any thread. One delivered to the hanging
     import's own thread interrupts the scan within a moment too, not after the 120 s timeout
     (the waiting thread runs Python's handlers only when its wait returns)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    interrupts = (
+    found = _interrupted_scan(
+        tmp_path,
         "import signal\nthreading.Timer(0.5, signal.pthread_kill, "
-        "(threading.get_ident(), signal.SIGINT)).start()\n"
+        "(threading.get_ident(), signal.SIGINT)).start()\n",
     )
-    hangs = _HANGS.replace("import threading\n", "import threading\n" + interrupts)
-    _distribution(site, "cvt.interrupt", "a_hangs", hangs)
-    _distribution(site, "cvt.interrupt", "b_after", "")
-    (site / "probe.py").write_text(_INTERRUPT)
-
-    done = _run(site, [str(site / "probe.py")])
-
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
-    assert found["interrupted"] is True
-    assert found["took"] < 60  # the 120 s import timeout never ran out
+    assert found["records"]["a_hangs"][0] == "broken"
 
 
 def test_ctrl_c_while_an_import_hangs_stops_the_scan_once(tmp_path: Path) -> None:
     """A Ctrl-C while the scan waits for a hanging import interrupts the wait (not after the
     timeout): the scan stops once, the plugin is broken, later queries answer at once."""
-    site = tmp_path / "site"
-    site.mkdir()
     # The Ctrl-C comes from the hanging import itself, so it lands while the scan waits on that
     # import however slowly this machine reached it (a timer in the probe could fire earlier).
-    interrupts = (
-        "import os, signal\nthreading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+    found = _interrupted_scan(
+        tmp_path,
+        "import os, signal\nthreading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n",
     )
-    hangs = _HANGS.replace("import threading\n", "import threading\n" + interrupts)
-    _distribution(site, "cvt.interrupt", "a_hangs", hangs)
-    _distribution(site, "cvt.interrupt", "b_after", "")
-    (site / "probe.py").write_text(_INTERRUPT)
-
-    done = _run(site, [str(site / "probe.py")])
-
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
-    assert found["interrupted"] is True
-    assert found["took"] < 60  # the 120 s import timeout never ran out
     state, error = found["records"]["a_hangs"]
     assert state == "broken"
     assert "importing 'cvt_a_hangs' raised KeyboardInterrupt" in error
