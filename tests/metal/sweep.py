@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+from hypothesis import HealthCheck, settings
 
 import conveyor as cv
 from conveyor_metal._c_build import parallel_jobs
@@ -72,6 +73,17 @@ _ROOT: Final = Path(__file__).parents[2]
 #: 30 min on the 2-core development machine, so 1800 s was too tight. Still bounded, so a
 #: stuck compiler cannot hang the run.
 _WORKER_TIMEOUT_S: Final = 3600
+
+
+# Hypothesis settings for the C-target shape tests: few, repeatable examples (each lowers or
+# runs kernels), no example database, and the per-test engine fixtures allowed.
+C_TARGET_EXAMPLES = settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def sample_plans() -> list[cv.OperationPlan]:

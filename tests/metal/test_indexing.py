@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from numpy.exceptions import AxisError
 
@@ -22,7 +22,7 @@ from conveyor_metal._engine import Engine, Operand
 
 from .support import assert_close, cpu_engine, index_operands, operand, random_values, reference
 from .support import run as run_engine
-from .sweep import CountingEngine, RecordingLauncher
+from .sweep import C_TARGET_EXAMPLES, CountingEngine, RecordingLauncher
 
 
 @pytest.fixture(scope="module")
@@ -161,13 +161,7 @@ _SIZES = st.sampled_from([1, 2, 7, 64, 65])
 class TestShapesOnTheCTarget:
     """Any 1-d or 2-d shape, axis, transposed input and smaller index matches Generic."""
 
-    @settings(
-        max_examples=12,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
+    @C_TARGET_EXAMPLES
     @given(
         name=st.sampled_from(_NAMES),
         shape=st.lists(_SIZES, min_size=1, max_size=2).map(tuple),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import conveyor as cv
@@ -24,7 +24,7 @@ from conveyor_metal._engine import Engine, Operand
 from conveyor_metal.kernels.matmul import TILE_M, TILE_N
 
 from .support import assert_close, cases, cpu_engine, operand, random_values, reference, run
-from .sweep import CountingEngine, RecordingLauncher, prepare_c, record
+from .sweep import C_TARGET_EXAMPLES, CountingEngine, RecordingLauncher, prepare_c, record
 from .test_lowering import _check as check_lowering_and_binding
 
 _FLOAT32 = cv.resolve_plan("matmul", cv.float32, cv.float32)
@@ -92,13 +92,7 @@ class TestCTwin:
             except AssertionError as exc:
                 raise AssertionError(f"float32 matmul on {label} operands: {exc}") from None
 
-    @settings(
-        max_examples=12,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
+    @C_TARGET_EXAMPLES
     @given(
         dtype=st.sampled_from([cv.float32, cv.int32]),
         m=st.sampled_from([1, 7, 64, 65]),

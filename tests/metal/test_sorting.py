@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import conveyor as cv
@@ -18,7 +18,7 @@ from conveyor_metal._engine import Engine, Operand
 from conveyor_metal.kernels.sorting import TILE
 
 from .support import assert_close, cases, cpu_engine, operand, random_values, reference, run
-from .sweep import RecordingLauncher
+from .sweep import C_TARGET_EXAMPLES, RecordingLauncher
 
 
 def _recording(kernel_cache: Path) -> tuple[Engine, RecordingLauncher]:
@@ -146,13 +146,7 @@ class TestFloat32OnTheCTarget:
         options = cv.OperationExecutionOptions("sort", axis=1, descending=True)
         assert_close("sort", run(c_engine, plan, options, [x]), reference(plan, options, [x]))
 
-    @settings(
-        max_examples=12,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
+    @C_TARGET_EXAMPLES
     @given(
         length=st.integers(1, 1100),
         offset=st.integers(0, 3),
