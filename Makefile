@@ -29,6 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/python tools/private_writes.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy $(foreach p,$(PACKAGES),-p $(p))

@@ -29,7 +29,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402  # after the sys.path fix
 
 import conveyor as cv  # noqa: E402
-from conveyor import functional as F  # noqa: E402
+from conveyor.engine import functional as F  # noqa: E402
 
 N = 4096
 REPEATS = 5

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from conveyor import autograd, plugins, profiling
+from conveyor import plugins
+from conveyor.engine import autograd, profiling
 
 
 def _conveyor_variables() -> list[str]:

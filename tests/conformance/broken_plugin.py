@@ -32,12 +32,12 @@ from typing import Any, Self
 import numpy as np
 
 import conveyor as cv
-from conveyor.functional import VIEW_OPERATIONS
-from conveyor.gradients import vjp
-from conveyor.layout import view_layout
+from conveyor.engine.functional import VIEW_OPERATIONS
+from conveyor.engine.gradients import vjp
+from conveyor.engine.tensor import Tensor
 from conveyor.plugins import hookimpl
-from conveyor.policy import enumerate_plans
-from conveyor.tensor import Tensor
+from conveyor.types.layout import view_layout
+from conveyor.types.policy import enumerate_plans
 
 CONVEYOR_PLUGIN_API = "1.0"
 
@@ -373,7 +373,7 @@ def conveyor_carriers() -> Mapping[str, type]:
 @hookimpl
 def conveyor_move_routes() -> list[cv.MoveRoute]:
     """Span-copy routes to and from CPU for every carrier here; BrokenMoves' routes corrupt."""
-    from conveyor.move import span_copy
+    from conveyor.engine.move import span_copy
     from conveyor_generic import CPU
 
     routes = []

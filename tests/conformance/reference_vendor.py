@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans, registered_operations
+from conveyor.types.policy import enumerate_plans, registered_operations
 from conveyor_generic.kernels import run_kernel
 
 __all__ = ["ReferenceVendor", "reference_kernels"]

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.functional import VIEW_OPERATIONS
-from conveyor.gradients import differentiable_operations
-from conveyor.policy import enumerate_plans, operation_spec, registered_operations
+from conveyor.engine.functional import VIEW_OPERATIONS
+from conveyor.engine.gradients import differentiable_operations
+from conveyor.types.policy import enumerate_plans, operation_spec, registered_operations
 from conveyor_generic import Generic
 from conveyor_testkit._inputs import Case, cases_for, options_for
 from tests.conformance.reference_vendor import ReferenceVendor

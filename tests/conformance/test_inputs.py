@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans, registered_operations
+from conveyor.types.policy import enumerate_plans, registered_operations
 from conveyor_testkit._inputs import BUILDERS, cases_for, options_for, plan_text
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.types.dtypes import CONCRETE_DTYPES
 from conveyor_generic import CPU, Generic
 from tests.conformance.reference_vendor import ReferenceVendor, _ArrayStorage
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans
+from conveyor.types.policy import enumerate_plans
 
 # Names ArrayCarrier implements, and the compute dtypes it advertises plans for.
 ARRAY_NAMES = ("add", "mul", "neg", "exp", "reduce_sum", "matmul", "relu", "argmax")

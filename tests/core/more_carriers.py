@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans
+from conveyor.types.policy import enumerate_plans
 from tests.core.carriers import ArrayCarrier
 
 # Custom names: none is in the dtype-policy registry, so forward runs no plan preflight.

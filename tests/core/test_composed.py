@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
-from conveyor import composed
+from conveyor.lib import composed
 from tests.generic.gradcheck import GradientCase, check_gradient
 
 CARRIERS = ["cpu", "generic"]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.definitions import DefinitionOperation
-from conveyor.policy import enumerate_plans
+from conveyor.sdk import DefinitionOperation, carrier_definition
+from conveyor.types.policy import enumerate_plans
 
 
 class ArrayStorage(cv.StorageProvider):
@@ -521,7 +521,7 @@ class TestRegistration:
             "definition-backed, but definitions are not inherited; register a "
             "CarrierDefinition for Child"
         )
-        assert cv.definitions.carrier_definition(Child) is None
+        assert carrier_definition(Child) is None
 
     def test_kernel_pack_before_first_use_counts(self) -> None:
         """A pack registered before the first observation adds its patterns."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CATEGORIES, CONCRETE_DTYPES
+from conveyor.types.dtypes import CATEGORIES, CONCRETE_DTYPES
 
 ALL_DTYPES = CONCRETE_DTYPES + CATEGORIES
 _names = [d.name for d in ALL_DTYPES]

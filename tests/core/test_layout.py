@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import conveyor as cv
-from conveyor.layout import normalize_axes, normalize_axis
+from conveyor.types.layout import normalize_axes, normalize_axis
 
 property_settings = settings(deadline=None)
 

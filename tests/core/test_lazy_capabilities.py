@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import conveyor as cv
-from conveyor.capabilities import CapabilitySet, policy_capabilities
-from conveyor.policy import enumerate_plans
+from conveyor.types.capabilities import CapabilitySet, policy_capabilities
+from conveyor.types.policy import enumerate_plans
 
 
 def _records(name: str) -> list[cv.OperationCapability]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.numpy_protocols import handled_functions, handled_ufuncs
+from conveyor.lib.numpy_protocols import handled_functions, handled_ufuncs
 
 CARRIERS = ["cpu", "generic"]
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import conveyor.dtypes as dt
-import conveyor.options as options_module
-from conveyor.options import (
+import conveyor.types.dtypes as dt
+import conveyor.types.options as options_module
+from conveyor.types.options import (
     SCHEMA_NAMES,
     FieldSpec,
     OperationExecutionOptions,
@@ -81,7 +81,7 @@ class TestPublicNames:
         ["FieldSpec", "OperationExecutionOptions", "SCHEMA_NAMES", "has_options", "options_schema"],
     )
     def test_public_name_listed_in_all(self, name: str) -> None:
-        """Every public name of conveyor.options is listed in its __all__."""
+        """Every public name of conveyor.types.options is listed in its __all__."""
         assert name in options_module.__all__
         assert hasattr(options_module, name)
 

@@ -1,4 +1,4 @@
-"""Tests for conveyor.policy: the dtype-policy registry, plan resolution and plan enumeration."""
+"""Tests for conveyor.types.policy: the dtype-policy registry, plan resolution, plan enumeration."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import conveyor.dtypes as dt
-import conveyor.policy as policy
+import conveyor.types.dtypes as dt
+import conveyor.types.policy as policy
 
 CONCRETE = dt.CONCRETE_DTYPES
 INTEGERS = tuple(d for d in CONCRETE if d.is_integer)
@@ -198,7 +198,7 @@ class TestOperationSpec:
         """An unregistered name raises NotImplementedError saying it is not in the registry."""
         message = (
             f"{name!r}: not in the dtype-policy registry; planned operations are listed by "
-            "conveyor.policy.registered_operations() (view names such as 'reshape' are not "
+            "conveyor.types.policy.registered_operations() (view names such as 'reshape' are not "
             "planned)."
         )
         with refusal(NotImplementedError, message):
@@ -210,7 +210,7 @@ class TestResolvePlanRefusals:
         """An unregistered name is refused before anything else is looked at."""
         message = (
             "'frobnicate': not in the dtype-policy registry; planned operations are listed by "
-            "conveyor.policy.registered_operations() (view names such as 'reshape' are not "
+            "conveyor.types.policy.registered_operations() (view names such as 'reshape' are not "
             "planned)."
         )
         with refusal(NotImplementedError, message):

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import conveyor as cv
-from conveyor import profiling
+from conveyor.engine import profiling
 from tests.core.carriers import ArrayCarrier
 from tests.core.more_carriers import ProbeCarrier, probe_tensor
 
@@ -236,7 +236,7 @@ class TestObservers:
 
 _ACTIVE_PROBE = """
 import conveyor
-from conveyor import profiling
+from conveyor.engine import profiling
 print(profiling.active)
 with conveyor.profile():
     print(profiling.active)

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import conveyor as cv
-from conveyor.progress import active, report
+from conveyor.engine.progress import active, report
 
 
 class TestProgress:

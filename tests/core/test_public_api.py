@@ -14,7 +14,7 @@ import pytest
 
 import conveyor as cv
 from conveyor import plugins
-from conveyor.functional import VIEW_OPERATIONS
+from conveyor.engine.functional import VIEW_OPERATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = {"conveyor": cv, "conveyor.plugins": plugins}

@@ -1,4 +1,4 @@
-"""``conveyor.view_operations``: the views every carrier shares, with the carrier's copy hook.
+"""``conveyor.engine.views``: the views every carrier shares, with the carrier's copy hook.
 
 A carrier supplies only ``copy(x, order)``; views that a layout can express never call it,
 ``reshape`` / ``rearrange`` of layouts no strides can express call it once (with the
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.tensor import Tensor
-from conveyor.view_operations import view_operations
+from conveyor.engine.tensor import Tensor
+from conveyor.engine.views import view_operations
 from conveyor_generic import Generic
 from conveyor_generic._views import _copy as generic_copy
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
+from conveyor.engine import functional as F
 from conveyor_dask import DaskCarrier, _cluster
 from conveyor_generic import CPU, Generic
 from conveyor_storage import FileBacked
@@ -44,7 +44,7 @@ class TestNamedCarrier:
 
     def test_carrier_is_open(self) -> None:
         """Vendors may build on it: DaskCarrier is not closed."""
-        assert not cv.carrier.is_closed_carrier(DaskCarrier)
+        assert not cv.is_closed_carrier(DaskCarrier)
 
     def test_bfloat16_storage_is_refused_before_allocation(self) -> None:
         """A dtype the storage does not hold raises TypeError naming it and the carrier."""
@@ -205,7 +205,7 @@ class TestEmbeddedDefault:
 
                 if __name__ == "__main__":
                     t = cv.tensor([1.0, 2.0, 3.0], carrier="dask")
-                    print(cv.functional.reduce_sum(t).item())
+                    print(cv.reduce_sum(t).item())
                     print(DaskCarrier.dashboard_link() is not None, t.carrier.scheduler_address)
                 """
             )

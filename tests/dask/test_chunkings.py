@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
-from conveyor import functional as F
+from conveyor.engine import functional as F
+from conveyor.types.dtypes import from_numpy
 from conveyor_dask import DaskCarrier, _cluster, _storage
 from conveyor_generic import Generic
 from tests.generic.oracle import HYPOTHESIS, assert_matches, make_tensor
@@ -90,9 +91,9 @@ def _on(carrier: type, operand: Any) -> Any:
         return operand  # a Python scalar
     values, (limit, chunks) = operand
     if carrier is not DaskCarrier:
-        return make_tensor(values, cv.dtypes.from_numpy(values.dtype), carrier)
+        return make_tensor(values, from_numpy(values.dtype), carrier)
     with _chunk_limit(limit):
-        tensor = make_tensor(values, cv.dtypes.from_numpy(values.dtype), carrier)
+        tensor = make_tensor(values, from_numpy(values.dtype), carrier)
         handle = cv.storage_handle(tensor.carrier)
         if chunks is not None and tensor.layout == cv.Layout.contiguous(values.shape):
             base = _storage.logical(handle, tensor.layout).rechunk(chunks)

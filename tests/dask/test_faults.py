@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
+from conveyor.engine import functional as F
 from conveyor_dask import DaskCarrier, _cluster
 from conveyor_generic import Generic
 from conveyor_storage import FileBacked

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
+from conveyor.engine import functional as F
 from conveyor_dask import DaskCarrier, _cluster
 
 _DASK = shutil.which("dask", path=str(Path(sys.executable).parent))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
+from conveyor.engine import functional as F
 from conveyor_dask import DaskCarrier
 from conveyor_generic import Generic
 from tests.generic import test_training as mlp

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
-from conveyor.policy import enumerate_plans
+from conveyor.engine import functional as F
+from conveyor.types.dtypes import from_numpy
+from conveyor.types.policy import enumerate_plans
 from conveyor_dask import DaskCarrier
 from conveyor_generic import Generic
 from tests.generic.oracle import assert_matches
@@ -113,9 +114,7 @@ def _keys(plan: cv.OperationPlan) -> list[Any]:
 
 def _call(carrier: type, name: str, operands: list[Any], fields: dict[str, Any]) -> Any:
     tensors = [
-        cv.tensor(v, dtype=cv.dtypes.from_numpy(v.dtype), carrier=carrier)
-        if isinstance(v, np.ndarray)
-        else v
+        cv.tensor(v, dtype=from_numpy(v.dtype), carrier=carrier) if isinstance(v, np.ndarray) else v
         for v in operands
     ]
     try:
@@ -211,7 +210,7 @@ def test_advertised_plans_across_dtype_combinations_match_generic() -> None:
 
 def test_advertised_plans_have_central_definitions() -> None:
     """Only names that can dispatch are advertised; each advertised name executes."""
-    from conveyor.definitions import operation_definition
+    from conveyor.engine.operation_definitions import operation_definition
 
     names = {p.operation for p in _advertised()}
     assert names

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from conveyor.demo import DemoOptions, run_demo
-from conveyor.demo._report import PLOT_SIZE
+from conveyor_demo import DemoOptions, run_demo
+from conveyor_demo._report import PLOT_SIZE
 
 
 @pytest.fixture(scope="module")

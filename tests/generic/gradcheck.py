@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import conveyor as cv
-from conveyor import functional as F
+from conveyor.engine import functional as F
 from tests.generic.oracle import dtype_of, make_tensor
 
 _Build = Callable[[np.random.Generator], tuple[list[Any], dict[str, Any]]]

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
-from conveyor import functional as F
-from conveyor.dtypes import CONCRETE_DTYPES, from_numpy
-from conveyor.policy import enumerate_plans
+from conveyor.engine import functional as F
+from conveyor.types.dtypes import CONCRETE_DTYPES, from_numpy
+from conveyor.types.policy import enumerate_plans
 
 # The references live in the conformance kit; the conversion helpers are re-exported here for
 # the tests that size tolerances with them.

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
-from conveyor.dtypes import from_numpy
-from conveyor.functional import VIEW_OPERATIONS
-from conveyor.policy import enumerate_plans, operation_spec, registered_operations
+from conveyor.engine import functional as F
+from conveyor.engine.functional import VIEW_OPERATIONS
+from conveyor.types.dtypes import from_numpy
+from conveyor.types.policy import enumerate_plans, operation_spec, registered_operations
 from conveyor_generic import CPU, Generic
 from conveyor_generic.cpu import from_dlpack, to_dlpack
 from tests.generic.gradcheck import GRADIENT_CASES, GradientCase, check_gradient

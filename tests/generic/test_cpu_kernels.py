@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
-from conveyor.policy import operation_spec
+from conveyor.types.policy import operation_spec
 from conveyor_generic import CPU, Generic
 from conveyor_generic.kernels import cpu_runtime as rt
 from conveyor_generic.kernels.cpu_elementwise import _BLEND_MIN as BLEND
@@ -187,7 +187,7 @@ def test_a_tensor_and_a_weak_scalar_match_generic_bit_for_bit(name: str, dtype: 
 
 
 def _mixed_pairs() -> list[tuple[str, cv.DType, cv.DType]]:
-    from conveyor.policy import enumerate_plans
+    from conveyor.types.policy import enumerate_plans
 
     found = []
     for name in ("add", "mul", "div", "pow", "maximum", "rem", "lt"):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.functional import VIEW_OPERATIONS
-from conveyor.policy import enumerate_plans, registered_operations
+from conveyor.engine.functional import VIEW_OPERATIONS
+from conveyor.types.policy import enumerate_plans, registered_operations
 from conveyor_generic import Generic
 
 

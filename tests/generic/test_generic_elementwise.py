@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import conveyor as cv
-from conveyor.policy import operation_spec
+from conveyor.types.policy import operation_spec
 from conveyor_generic import Generic
 from tests.generic.oracle import (
     BINARY,
@@ -79,7 +79,7 @@ def test_binary_matches_numpy(name: str, dtype: cv.DType, data: st.DataObject) -
 
 def _mixed_pairs() -> list[Any]:
     """A spread of two-tensor promotion pairs (every 7th accepted pair of each name)."""
-    from conveyor.policy import enumerate_plans
+    from conveyor.types.policy import enumerate_plans
 
     found = []
     for name in BINARY:

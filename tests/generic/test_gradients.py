@@ -1,4 +1,4 @@
-"""Gradients: every VJP in conveyor.gradients, numerically and at its documented conventions."""
+"""Gradients: every VJP in conveyor.engine.gradients, numerically and at its conventions."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import functional as F
-from conveyor.gradients import differentiable_operations, vjp
-from conveyor.policy import operation_spec, registered_operations
+from conveyor.engine import functional as F
+from conveyor.engine.gradients import differentiable_operations, vjp
+from conveyor.types.policy import operation_spec, registered_operations
 from conveyor_generic import Generic
 from tests.generic.gradcheck import GRADIENT_CASES, GradientCase, check_gradient
 from tests.generic.oracle import make_tensor

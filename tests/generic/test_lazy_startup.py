@@ -65,7 +65,7 @@ class TestPluginImportIsCheap:
         out = run(
             "from conveyor_generic import CPU, Generic\n"
             "import conveyor as cv\n"
-            "from conveyor.policy import enumerate_plans\n"
+            "from conveyor.types.policy import enumerate_plans\n"
             "print(len(cv.declared_capabilities(CPU)) == len(enumerate_plans()),"
             " len(cv.declared_capabilities(Generic)) == len(enumerate_plans()))"
         )

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import conveyor as cv
-from conveyor.tensor import Tensor
+from conveyor.engine.tensor import Tensor
 from conveyor_generic import Generic
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._storage import _numpy, _tensor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import conveyor as cv
-from conveyor.tensor import Tensor
+from conveyor.engine.tensor import Tensor
 from conveyor_metal import Metal, metal
 from conveyor_metal._surface import FAMILIES, advertised_plans
 
@@ -48,7 +48,7 @@ class TestMetalClass:
 
     def test_unadvertised_name_is_refused(self) -> None:
         """Every planned name without a Metal family (and an unknown one) is refused."""
-        from conveyor.policy import enumerate_plans
+        from conveyor.types.policy import enumerate_plans
 
         carrier = Metal._from_buffer(torch.zeros(1), cv.float32)
         unadvertised = sorted({p.operation for p in enumerate_plans()} - set(FAMILIES))

@@ -98,7 +98,7 @@ class PluginEnvironment:
             attribute: make the entry point ``module:attribute`` instead of ``module``.
         """
         parts = [
-            "from conveyor.carrier import Carrier, DependentCarrier",
+            "from conveyor.engine.carrier import Carrier, DependentCarrier",
             "from conveyor.plugins import PluginUnavailable, hookimpl",
         ]
         if api is not None:

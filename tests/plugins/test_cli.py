@@ -18,10 +18,10 @@ from .environment import PluginEnvironment
 # A plugin whose carriers cover every column of `conveyor carriers`.
 _SHOWCASE = """
 import conveyor as cv
-from conveyor.capabilities import OperationCapability, register_operation_capabilities
-from conveyor.carrier import closed_carrier
-from conveyor.definitions import CarrierDefinition, register_carrier_definition
-from conveyor.policy import resolve_plan
+from conveyor.types.capabilities import OperationCapability, register_operation_capabilities
+from conveyor.engine.carrier import closed_carrier
+from conveyor.sdk import CarrierDefinition, register_carrier_definition
+from conveyor.types.policy import resolve_plan
 
 
 @closed_carrier
@@ -220,7 +220,7 @@ class TestCarriersCommand:
 
     def test_matrix(self, mixed: PluginEnvironment, capsys: pytest.CaptureFixture[str]) -> None:
         """--matrix: one row per registered operation, plan counts per carrier."""
-        from conveyor.policy import registered_operations
+        from conveyor.types.policy import registered_operations
 
         _use(mixed.host())
         status, out, _ = _run(capsys, "carriers", "--matrix")

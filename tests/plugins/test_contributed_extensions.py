@@ -1,7 +1,8 @@
 """Extension contributions: kernel packs and operation definitions from plugin hooks reach dispatch.
 
 Each test writes a throw-away plugin (real dist-info on ``sys.path``) and installs its host as the
-default host, which is what ``conveyor.carrier_definitions`` and ``conveyor.definitions`` consult.
+default host, which is what ``conveyor.engine.carrier_registry`` and
+``conveyor.engine.operation_definitions`` consult.
 Target carrier classes are fresh per test and registered here, in ``TARGETS`` under the test's
 module prefix; the plugin module looks its target up there when it is imported by the scan.
 """
@@ -15,8 +16,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.definitions import DefinitionOperation
 from conveyor.plugins import PluginState, set_default_host
+from conveyor.sdk import DefinitionOperation
 
 from .environment import PluginEnvironment
 

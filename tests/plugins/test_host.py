@@ -23,7 +23,7 @@ from conveyor.plugins import (
     host,
     set_default_host,
 )
-from conveyor.warnings import ConveyorWarning
+from conveyor.types.warnings import ConveyorWarning
 
 from .environment import PluginEnvironment
 

@@ -117,7 +117,7 @@ import time
 
 import conveyor as cv
 import cvt_gate as gate
-from conveyor.definitions import operation_definition
+from conveyor.engine.operation_definitions import operation_definition
 from conveyor.plugins import PluginHost, set_default_host
 
 host = PluginHost(group="cvt.timeout", import_timeout=2)

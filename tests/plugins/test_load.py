@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-import conveyor.profiling
-from conveyor.carrier import Carrier
+import conveyor.engine.profiling
+from conveyor.engine.carrier import Carrier
 from conveyor.plugins import PluginRecord, PluginState
 
 from .environment import PluginEnvironment
@@ -337,20 +337,21 @@ class TestUnavailable:
 class TestObservers:
     @pytest.fixture
     def observed(self, monkeypatch: pytest.MonkeyPatch) -> list[Callable[[object], None]]:
-        """Replaces ``conveyor.profiling.add_observer`` with a recorder returning a remover."""
+        """Replaces ``conveyor.engine.profiling.add_observer`` with a recorder returning a
+        remover."""
         installed: list[Callable[[object], None]] = []
 
         def add_observer(callback: Callable[[object], None]) -> Callable[[], None]:
             installed.append(callback)
             return lambda: installed.remove(callback)
 
-        monkeypatch.setattr(conveyor.profiling, "add_observer", add_observer)
+        monkeypatch.setattr(conveyor.engine.profiling, "add_observer", add_observer)
         return installed
 
     def test_observers_are_installed_and_removed_on_refresh(
         self, plugin_env: PluginEnvironment, observed: list[Callable[[object], None]]
     ) -> None:
-        """Observers go to conveyor.profiling once; refresh removes them before rescanning."""
+        """Observers go to conveyor.engine.profiling once; refresh removes them before a rescan."""
         source = """
         def watch(record):
             pass
@@ -384,7 +385,7 @@ class TestObservers:
         self, plugin_env: PluginEnvironment, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """If the core lacks profiling.add_observer, the plugin is broken with a clear message."""
-        monkeypatch.delattr(conveyor.profiling, "add_observer")
+        monkeypatch.delattr(conveyor.engine.profiling, "add_observer")
         source = "@hookimpl\ndef conveyor_operation_observers():\n    return [print]\n"
         plugin_env.plugin("watcher", source, carriers={"watched": "Watched"})
         plugin_env.plugin("other", carriers={"other": "Other"})
@@ -392,15 +393,15 @@ class TestObservers:
         watcher = _only(host.plugins(), "watcher")
         assert watcher.state is PluginState.BROKEN
         assert watcher.hook == "conveyor_operation_observers"
-        assert "has no conveyor.profiling.add_observer" in (watcher.error or "")
+        assert "has no conveyor.engine.profiling.add_observer" in (watcher.error or "")
         assert list(host.carriers()) == ["other"]
         assert host._scan().manager.get_plugin("cvt-watcher:watcher") is None
 
     def test_plugins_without_observers_never_touch_profiling(
         self, plugin_env: PluginEnvironment, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Only plugins implementing the observer hook reach conveyor.profiling."""
-        monkeypatch.delattr(conveyor.profiling, "add_observer")
+        """Only plugins implementing the observer hook reach conveyor.engine.profiling."""
+        monkeypatch.delattr(conveyor.engine.profiling, "add_observer")
         plugin_env.plugin("plain", carriers={"plain": "Plain"})
         host = plugin_env.host()
         assert host.plugins()[0].state is PluginState.LOADED

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 _GOOD = """
 import conveyor as cv
-from conveyor.carrier import Carrier
+from conveyor.engine.carrier import Carrier
 from conveyor.plugins import hookimpl
 
 CONVEYOR_PLUGIN_API = "1.0"
@@ -59,7 +59,7 @@ def conveyor_carriers():
 """
 
 _CLASH = """
-from conveyor.carrier import Carrier
+from conveyor.engine.carrier import Carrier
 from conveyor.plugins import hookimpl
 
 CONVEYOR_PLUGIN_API = "1.0"

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor import profiling
 from conveyor.cli import main
+from conveyor.engine import profiling
 from conveyor.plugins import (
     PluginBrokenWarning,
     PluginConflictWarning,
@@ -37,7 +37,9 @@ from . import test_contributed_extensions as extensions
 from .environment import PluginEnvironment
 
 SUBPROCESS_TIMEOUT_S = 120
-move_module = importlib.import_module("conveyor.move")  # ``conveyor.move`` is also a function
+move_module = importlib.import_module(
+    "conveyor.engine.move"
+)  # ``conveyor.engine.move`` is also a function
 
 
 def _by_name(host: PluginHost) -> dict[str, Any]:

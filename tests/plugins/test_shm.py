@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.definitions import DefinitionOperation
-from conveyor.move import move
+from conveyor.engine.move import move
+from conveyor.sdk import DefinitionOperation, carrier_definition
 from conveyor_generic import CPU
 from conveyor_shm import SharedMemoryCarrier, SharedMemoryFacet
 
@@ -45,7 +45,7 @@ class TestDiscovery:
         assert host.carrier("shm") is SharedMemoryCarrier
         assert host.provider("shm").distribution == "conveyor-shm"
         assert not cv.is_closed_carrier(SharedMemoryCarrier)
-        assert cv.definitions.carrier_definition(SharedMemoryCarrier) is not None
+        assert carrier_definition(SharedMemoryCarrier) is not None
 
 
 class TestCentralDefinitions:

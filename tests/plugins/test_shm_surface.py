@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.types.dtypes import CONCRETE_DTYPES
 from conveyor_generic import CPU, Generic
 from conveyor_shm import SharedMemoryCarrier
 

@@ -14,7 +14,7 @@ import pytest
 
 import conveyor as cv
 from conveyor.plugins import PluginState, set_default_host
-from conveyor.policy import enumerate_plans
+from conveyor.types.policy import enumerate_plans
 
 from .environment import PluginEnvironment
 from .test_contributed_extensions import STORAGE, TARGETS, _halve, _target

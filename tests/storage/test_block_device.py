@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.policy import registered_operations
+from conveyor.types.policy import registered_operations
 from conveyor_storage import BlockDevice, BlockDeviceCarrier
 
 MIB = 1 << 20

@@ -116,7 +116,7 @@ SHRINK_CHILD = textwrap.dedent(
     import os, sys
     import numpy as np
     import conveyor as cv
-    from conveyor.move import move
+    from conveyor.engine.move import move
     from conveyor_generic import CPU
     from conveyor_storage import Evictable, FileBacked
 
@@ -190,7 +190,7 @@ MOVE_CHILD = textwrap.dedent(
     import os, sys, time
     import numpy as np
     import conveyor as cv
-    from conveyor.move import move
+    from conveyor.engine.move import move
     from conveyor_generic import CPU
     from conveyor_storage import FileBacked
 

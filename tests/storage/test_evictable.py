@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.types.dtypes import CONCRETE_DTYPES
 from conveyor_generic import CPU
 from conveyor_storage import (
     BlockDevice,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
-from conveyor.policy import registered_operations
+from conveyor.types.dtypes import CONCRETE_DTYPES
+from conveyor.types.policy import registered_operations
 from conveyor_storage import FileBacked
 
 DTYPES = [pytest.param(d, id=d.name) for d in CONCRETE_DTYPES]

@@ -1,4 +1,4 @@
-"""conveyor.move: routes per exact carrier pair, lowered and differentiable movement.
+"""conveyor.engine.move: routes per exact carrier pair, lowered and differentiable movement.
 
 The core behaviour is tested on test-only carriers with a stub plugin host, so that what the
 installed plugins contribute cannot change the outcome; the storage routes are tested with the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.move import MoveRoute, move, move_route, move_routes, register_move_route
+from conveyor.engine.move import MoveRoute, move, move_route, move_routes, register_move_route
 from tests.core.carriers import ArrayCarrier
 
 
@@ -38,7 +38,7 @@ def _bulk(source: cv.Tensor, destination: type[cv.Carrier], **options: Any) -> c
 
 
 # The module, not the function ``cv.move`` that shadows its name on the package.
-move_module = importlib.import_module("conveyor.move")
+move_module = importlib.import_module("conveyor.engine.move")
 register_move_route(source=_Source, destination=_Target, copy=_bulk)
 register_move_route(source=_Target, destination=_Source, copy=_bulk)
 
@@ -65,7 +65,7 @@ class _StubHost:
 
 @pytest.fixture
 def stub_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
-    """Replace the default host for ``conveyor.move`` with a stub contributing given routes."""
+    """Replace the default host ``conveyor.engine.move`` reads with a stub contributing routes."""
 
     def install(*routes: object, **names: type) -> None:
         monkeypatch.setattr(cv.plugins, "host", lambda: _StubHost(routes, names))

@@ -1,4 +1,4 @@
-"""The public surface of conveyor-storage and conveyor.move, and the plugin declaration."""
+"""The public surface of conveyor-storage and conveyor.engine.move, and the plugin declaration."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import conveyor_storage
 from conveyor_storage import plugin
 
 # The module, not the function ``cv.move`` that shadows its name on the package.
-move_module = importlib.import_module("conveyor.move")
+move_module = importlib.import_module("conveyor.engine.move")
 
 NAMES = ["BlockDevice", "BlockDeviceCarrier", "Evictable", "EvictableOperation", "FileBacked"]
 
@@ -28,7 +28,7 @@ def test_storage_name_is_public(name: str) -> None:
     "name", ["MoveRoute", "move", "move_route", "move_routes", "register_move_route"]
 )
 def test_move_name_is_public(name: str) -> None:
-    """conveyor.move lists its public names."""
+    """conveyor.engine.move lists its public names."""
     assert name in move_module.__all__
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
-from conveyor.move import MoveRoute, move, move_routes
+from conveyor.engine.move import MoveRoute, move, move_routes
+from conveyor.types.dtypes import CONCRETE_DTYPES
 from conveyor_generic import CPU, Generic
 from conveyor_storage import BlockDevice, BlockDeviceCarrier, Evictable, FileBacked
 from conveyor_storage._spans import CHUNK_BYTES

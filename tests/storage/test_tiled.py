@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.definitions import DefinitionOperation
+from conveyor.sdk import DefinitionOperation
 from conveyor_generic import Generic
 from conveyor_storage import TiledEvictable
 from tests.storage.tiled import PRIMARIES, SECONDARIES, build, secondary_factory

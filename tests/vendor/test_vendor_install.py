@@ -52,9 +52,10 @@ class TestVendorInstalled:
         assert (vendor["state"], vendor["distribution"]) == ("loaded", "cvt-vendor-numpy")
         code = (
             "import conveyor as cv\n"
+            "import conveyor.sdk as sdk\n"
             "cls = cv.plugins.host().carrier('vendor_numpy')\n"
             "names = cv.definition_capabilities(cls).names\n"
-            "print(cv.carrier_definitions.carrier_definition(cls) is not None, len(names))\n"
+            "print(sdk.carrier_definition(cls) is not None, len(names))\n"
         )
         done = _run(python, "-c", code)
         assert done.returncode == 0, done.stderr

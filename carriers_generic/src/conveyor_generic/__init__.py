@@ -1,28 +1,67 @@
 """conveyor-generic: the Generic reference carrier and the CPU performance carrier.
 
-The carrier modules load on first use of ``CPU`` or ``Generic`` (PEP 562), so importing the
-plugin entry point ``conveyor_generic.plugin`` loads neither them nor NumPy.
+Besides the two carriers, the package offers Generic's reference kernels to sibling carriers
+that compute through them (the Dask carrier's tasks, the shared-memory carrier's kernels,
+Metal's host-side index checks): ``KERNELS`` and ``run_kernel``, the operand conversions and
+axis rules they use, and the geometry of ``conv_general``. Everything loads on first use (PEP
+562), so importing the plugin entry point ``conveyor_generic.plugin`` loads neither NumPy nor a
+carrier.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from conveyor_generic.cpu import CPU
     from conveyor_generic.generic import Generic
+    from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError, run_kernel
+    from conveyor_generic.kernels._common import convert, lane_axes, reduced_axes
+    from conveyor_generic.kernels.contraction import conv_layouts, conv_output_shape
+    from conveyor_generic.kernels.elementwise import BINARY_KERNELS
+    from conveyor_generic.kernels.indexing import check_index
+    from conveyor_generic.kernels.unary import UNARY_KERNELS
 
-__all__ = ["CPU", "Generic"]
+__all__ = [
+    "BINARY_KERNELS",
+    "CPU",
+    "KERNELS",
+    "UNARY_KERNELS",
+    "Generic",
+    "KernelIndexError",
+    "KernelValueError",
+    "check_index",
+    "conv_layouts",
+    "conv_output_shape",
+    "convert",
+    "lane_axes",
+    "reduced_axes",
+    "run_kernel",
+]
+
+# Public name -> the module that defines it, imported on first access.
+_HOMES: Final = {
+    "CPU": "conveyor_generic.cpu",
+    "Generic": "conveyor_generic.generic",
+    "KERNELS": "conveyor_generic.kernels",
+    "KernelIndexError": "conveyor_generic.kernels",
+    "KernelValueError": "conveyor_generic.kernels",
+    "run_kernel": "conveyor_generic.kernels",
+    "convert": "conveyor_generic.kernels._common",
+    "lane_axes": "conveyor_generic.kernels._common",
+    "reduced_axes": "conveyor_generic.kernels._common",
+    "conv_layouts": "conveyor_generic.kernels.contraction",
+    "conv_output_shape": "conveyor_generic.kernels.contraction",
+    "BINARY_KERNELS": "conveyor_generic.kernels.elementwise",
+    "check_index": "conveyor_generic.kernels.indexing",
+    "UNARY_KERNELS": "conveyor_generic.kernels.unary",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "CPU":
-        from conveyor_generic.cpu import CPU
-
-        return CPU
-    if name == "Generic":
-        from conveyor_generic.generic import Generic
-
-        return Generic
-    msg = f"module 'conveyor_generic' has no attribute {name!r}"
-    raise AttributeError(msg)
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module 'conveyor_generic' has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(importlib.import_module(home), name)

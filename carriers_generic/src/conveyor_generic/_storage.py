@@ -13,7 +13,7 @@ from typing import Any, Self
 import numpy as np
 
 import conveyor as cv
-from conveyor.tensor import Tensor
+from conveyor.sdk import Tensor, publish
 
 __all__ = ["ArrayStorage", "aligned_empty", "buffer_address", "strided_view"]
 
@@ -92,7 +92,7 @@ class ArrayStorage(cv.Carrier):
             values = values.astype(dtype.numpy)
         shape = values.shape
         flat = values.reshape(-1) if values.flags.c_contiguous else values.ravel()
-        return Tensor._wrap(cls._from_flat(flat, dtype), cv.Layout.contiguous(shape), dtype)
+        return publish(cls, {"_array": flat, "_dt": dtype}, cv.Layout.contiguous(shape), dtype)
 
     def view(self, layout: cv.Layout) -> np.ndarray[Any, Any]:
         """Read-only NumPy view of the slots under ``layout`` (kernels read inputs this way)."""

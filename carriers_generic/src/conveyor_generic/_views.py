@@ -1,6 +1,6 @@
 """The eight representation-preserving operations of Generic and CPU (the core's view algebra).
 
-The operations themselves live in ``conveyor.view_operations``; a host carrier supplies only
+The operations themselves are the SDK's ``view_operations``; a host carrier supplies only
 its copy, made with NumPy, for the ``reshape`` / ``rearrange`` results no layout can express.
 """
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conveyor.tensor import Tensor
-from conveyor.view_operations import view_operations
+from conveyor.sdk import Tensor, view_operations
 from conveyor_generic._storage import ArrayStorage
 
 __all__ = ["VIEW_OPERATIONS"]

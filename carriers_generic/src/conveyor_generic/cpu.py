@@ -4,7 +4,7 @@ CPU has Generic's surface (every planned name and the eight view names) and exec
 the policy resolves, with kernels written for speed (``conveyor_generic.kernels.cpu_*``):
 results go into fresh 64-byte aligned buffers with ``out=``, large elementwise work runs on one
 thread per core, contractions go through BLAS. Gradients are the shared rules of
-``conveyor.gradients``; views are the shared ``_views`` operations.
+``conveyor.sdk.vjp``; views are the shared ``_views`` operations.
 
 Per-call overhead matters for tiny tensors, so the hot path avoids re-deriving anything: each
 name has its own operation class bound to its kernel, kernels memoise per-plan choices, a
@@ -25,10 +25,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor.capabilities import policy_capabilities
-from conveyor.dtypes import from_numpy
-from conveyor.gradients import vjp
-from conveyor.tensor import Tensor
+from conveyor.sdk import Tensor, VJPOperation, from_numpy, policy_capabilities, publish, wrap
 from conveyor_generic._storage import ArrayStorage, strided_view
 from conveyor_generic._views import VIEW_OPERATIONS
 from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError
@@ -58,12 +55,6 @@ class CPU(ArrayStorage):
 
     # (layout, NumPy view) of the last layout read by a kernel: a tuple, replaced atomically.
     _cached: tuple[cv.Layout | None, _Array | None] = (None, None)
-
-    def _dispatch_op(self, operation_name: str) -> cv.Operation:
-        implementation = _OPERATIONS.get(operation_name)
-        if implementation is None:
-            return super()._dispatch_op(operation_name)
-        return implementation()
 
     @classmethod
     def _allocate(cls, size: int, dtype: cv.DType, **kwargs: Any) -> CPU:
@@ -154,7 +145,7 @@ def from_dlpack(source: Any) -> Tensor:
         array = np.ascontiguousarray(array)  # byte strides between elements: not expressible
     if array.flags.c_contiguous:
         flat = array.reshape(-1)
-        return Tensor._wrap(CPU._from_flat(flat, dtype), _layout(array.shape), dtype)
+        return wrap(CPU._from_flat(flat, dtype), _layout(array.shape), dtype)
     strides = tuple(s // item for s in array.strides)
     forward = array[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in strides)]
     span = 1 + sum((e - 1) * abs(s) for e, s in zip(array.shape, strides, strict=True))
@@ -165,7 +156,7 @@ def from_dlpack(source: Any) -> Tensor:
     )
     offset = sum((e - 1) * -s for e, s in zip(array.shape, strides, strict=True) if s < 0)
     layout = cv.Layout(array.shape, strides, offset if array.size else 0)
-    return Tensor._wrap(CPU._from_flat(flat, dtype), layout, dtype)
+    return wrap(CPU._from_flat(flat, dtype), layout, dtype)
 
 
 def to_dlpack(tensor: Tensor, *, max_version: tuple[int, int] | None = None) -> Any:
@@ -201,35 +192,31 @@ def _layout(shape: tuple[int, ...]) -> cv.Layout:
 
 
 def _publish(values: _Array, dtype: cv.DType) -> Tensor:
-    """Wrap a kernel's fresh, aligned, C-contiguous result array as a CPU tensor."""
+    """A kernel's fresh, aligned, C-contiguous result array as a CPU tensor.
+
+    The carrier caches the NumPy view of its result layout, so the next operation reading the
+    result skips building it. ``CPUOperation._forward`` publishes single results the same way,
+    inline.
+    """
     flat = values if values.ndim == 1 else values.reshape(-1)
-    carrier = _new(CPU)
-    shape = values.shape
-    layout = _LAYOUTS.get(shape) or _layout(shape)
+    layout = _LAYOUTS.get(values.shape) or _layout(values.shape)
+    tensor = publish(
+        CPU, {"_array": flat, "_dt": dtype, "_cached": (layout, values)}, layout, dtype
+    )
     if flat.nbytes >= rt.POOL_MIN_BYTES:
-        # Pooled buffers go back to the runtime pool when the carrier dies (a watch the
-        # carrier holds rather than __del__, which would tax every tiny result's deallocation).
-        carrier.__dict__ = {
-            "_array": flat,
-            "_dt": dtype,
-            "_cached": (layout, values),
-            "_watch": rt.recycle_when_dead(carrier, flat),
-        }
-    else:
-        carrier.__dict__ = {"_array": flat, "_dt": dtype, "_cached": (layout, values)}
-    # Tensor._wrap inlined (every planned result passes here): the same slots, one call less.
-    tensor = _new(Tensor)
-    tensor._carrier = carrier
-    tensor._layout = layout
-    tensor._dtype = dtype
-    tensor._grad_fn = None
-    tensor._output_index = 0
-    tensor._requires_grad = False
-    tensor.grad = None
+        _watch(tensor._carrier, flat)
     return tensor
 
 
-_new = object.__new__
+def _watch(carrier: Any, flat: _Array) -> None:
+    """Give a pooled result buffer back to the runtime pool when its CPU carrier dies.
+
+    A watch the carrier holds rather than ``__del__``, which would tax every tiny result's
+    deallocation.
+    """
+    carrier._watch = rt.recycle_when_dead(carrier, flat)
+
+
 _QUIET_SET, _QUIET_RESET, _QUIET = rt.QUIET_SWITCH.set, rt.QUIET_SWITCH.reset, rt.QUIET_VALUE
 
 
@@ -247,7 +234,7 @@ def _read(name: str, x: Tensor) -> _Array:
     cached_layout, view = carrier._cached
     if cached_layout is layout and view is not None:
         return view
-    if carrier._released:
+    if carrier.released:
         msg = f"{name} on CPU: the operand's carrier was released"
         raise RuntimeError(msg)
     view = strided_view(carrier._array, layout)
@@ -255,7 +242,7 @@ def _read(name: str, x: Tensor) -> _Array:
     return view
 
 
-class CPUOperation(cv.Operation):
+class CPUOperation(VJPOperation):
     """One planned call on CPU: its name's kernel forward, the shared VJP backward."""
 
     _kernel: ClassVar[Callable[..., Any]]
@@ -304,10 +291,16 @@ class CPUOperation(cv.Operation):
             return tuple(
                 _publish(values, dtype) for values, dtype in zip(result, plan.outputs, strict=True)
             )
-        return _publish(result, plan.outputs[0])
-
-    def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
-        return vjp(self, gradient)
+        # _publish, inline: every planned call passes here, and a call less is 5% of a tiny add.
+        dtype = plan.outputs[0]
+        flat = result if result.ndim == 1 else result.reshape(-1)
+        layout = _LAYOUTS.get(result.shape) or _layout(result.shape)
+        tensor = publish(
+            CPU, {"_array": flat, "_dt": dtype, "_cached": (layout, result)}, layout, dtype
+        )
+        if flat.nbytes >= rt.POOL_MIN_BYTES:
+            _watch(tensor._carrier, flat)
+        return tensor
 
 
 def _reference(name: str) -> Callable[..., Any]:
@@ -349,7 +342,7 @@ _OPERATIONS: Final[dict[str, type[cv.Operation]]] = {
     **{name: _operation_class(name) for name in KERNELS},
     **VIEW_OPERATIONS,
 }
-CPU._dispatch_classes = _OPERATIONS  # the hook returns _OPERATIONS[name]() (see Carrier)
+CPU._dispatch_classes = _OPERATIONS  # the declarative dispatch table (see Carrier._dispatch_op)
 
 # CPU executes every plan the policy can resolve (half precision and complex64 through their
 # wide work dtypes), so it declares all of them.

@@ -3,7 +3,7 @@
 Generic is the oracle every other carrier is tested against, so it favours clarity over speed:
 each planned call reads its operands, runs the reference kernel of its name on the accepted
 plan (``conveyor_generic.kernels``) and wraps the fresh result arrays. Gradients come from the
-shared rules in ``conveyor.gradients``; views from ``conveyor_generic._views``.
+shared rules in ``conveyor.sdk.vjp``; views from ``conveyor_generic._views``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import typing
 from typing import Any
 
 import conveyor as cv
-from conveyor.capabilities import policy_capabilities
-from conveyor.gradients import vjp
-from conveyor.tensor import Tensor
+from conveyor.sdk import Tensor, VJPOperation, policy_capabilities
 from conveyor_generic._storage import ArrayStorage
 from conveyor_generic._views import VIEW_OPERATIONS
 from conveyor_generic.kernels import KERNELS, run_kernel
@@ -31,14 +29,8 @@ class Generic(ArrayStorage):
     with ``Generic.allocate(size, dtype)`` or name it: ``cv.tensor(data, carrier="generic")``.
     """
 
-    def _dispatch_op(self, operation_name: str) -> cv.Operation:
-        implementation = _OPERATIONS.get(operation_name)
-        if implementation is None:
-            return super()._dispatch_op(operation_name)
-        return implementation()
 
-
-class GenericOperation(cv.Operation):
+class GenericOperation(VJPOperation):
     """One planned call on Generic: reference kernel forward, shared VJP backward."""
 
     def _forward(
@@ -58,16 +50,13 @@ class GenericOperation(cv.Operation):
             )
         return Generic.wrap(result, plan.outputs[0])
 
-    def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
-        return vjp(self, gradient)
-
 
 # Dispatch table: every name maps to a class, so each dispatch returns a fresh instance.
 _OPERATIONS: dict[str, type[cv.Operation]] = {
     **{name: GenericOperation for name in KERNELS},
     **VIEW_OPERATIONS,
 }
-Generic._dispatch_classes = _OPERATIONS  # the hook returns _OPERATIONS[name]() (see Carrier)
+Generic._dispatch_classes = _OPERATIONS  # the declarative dispatch table (see Carrier._dispatch_op)
 
 # Generic executes every plan the policy can resolve: each kernel handles every dtype its
 # name accepts (half precision through float32 / float64, complex through complex128).

@@ -23,7 +23,7 @@ def conveyor_carriers() -> Mapping[str, type]:
 @hookimpl
 def conveyor_move_routes() -> Iterable[object]:
     """CPU <-> Generic: both export NumPy spans, so the core's span copy is the bulk route."""
-    from conveyor.move import MoveRoute, span_copy
+    from conveyor.sdk import MoveRoute, span_copy
     from conveyor_generic.cpu import CPU
     from conveyor_generic.generic import Generic
 

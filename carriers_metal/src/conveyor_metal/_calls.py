@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import conveyor as cv
-from conveyor.tensor import Tensor
+from conveyor.sdk import Tensor
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._storage import TorchStorage
 

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import conveyor as cv
-from conveyor_generic.kernels.contraction import conv_layouts, conv_output_shape
+from conveyor_generic import conv_layouts, conv_output_shape
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 

@@ -45,8 +45,7 @@ def _check(
     plan: cv.OperationPlan, options: Any, operands: list[Any], carrier: str
 ) -> tuple[int, Operand | None]:
     """The normalized axis, after the reference's checks (raised with ``carrier``'s prefix)."""
-    from conveyor_generic.kernels import KernelIndexError, KernelValueError
-    from conveyor_generic.kernels.indexing import check_index
+    from conveyor_generic import KernelIndexError, KernelValueError, check_index
 
     name = plan.operation
     x, index = operands[0], operands[1]

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import conveyor as cv
-from conveyor.layout import broadcast_shapes
+from conveyor.sdk import broadcast_shapes
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 

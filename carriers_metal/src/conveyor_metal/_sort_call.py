@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 import conveyor as cv
-from conveyor.layout import normalize_axis
+from conveyor.sdk import normalize_axis
 from conveyor_metal._engine import Engine, Operand
 from conveyor_metal._launch import Launch
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans
+from conveyor.sdk import enumerate_plans
 
 __all__ = ["FAMILIES", "advertised", "advertised_capabilities", "advertised_plans"]
 

@@ -6,7 +6,7 @@ so nothing is compiled or launched for a refused plan), then the engine finds th
 (plan, layout class) in its cache or lowers it with ``target="metal"``, and launches it with
 ``torch.mps.compile_shader`` with arguments bound by name. Strided and broadcast operands are
 read in place through their strides. The eight view names are layout algebra on the same
-buffer. Gradients are the shared rules of ``conveyor.gradients``.
+buffer. Gradients are the shared rules of ``conveyor.sdk.vjp``.
 
 torch and tilelang are imported only when a Metal carrier is first allocated or a kernel
 first runs; importing this module stays cheap.
@@ -19,8 +19,7 @@ import typing
 from typing import TYPE_CHECKING, Any, Final
 
 import conveyor as cv
-from conveyor.gradients import vjp
-from conveyor.tensor import Tensor
+from conveyor.sdk import Tensor, VJPOperation, wrap
 from conveyor_metal._platform import REASON, unavailable_reason
 from conveyor_metal._storage import TorchStorage
 from conveyor_metal._surface import FAMILIES, advertised_capabilities
@@ -52,12 +51,6 @@ class Metal(TorchStorage):
             raise RuntimeError(msg)
         return super()._allocate(size, dtype, **kwargs)
 
-    def _dispatch_op(self, operation_name: str) -> cv.Operation:
-        implementation = _OPERATIONS.get(operation_name)
-        if implementation is None:
-            return super()._dispatch_op(operation_name)
-        return implementation()
-
 
 def _device_reason() -> str | None:
     """Why no MPS device is usable here, or ``None`` (imports torch on macOS arm64 only)."""
@@ -85,7 +78,7 @@ def _engine() -> Engine:
     return _ENGINE[0]
 
 
-class MetalOperation(cv.Operation):
+class MetalOperation(VJPOperation):
     """One planned call on Metal: a TileLang kernel forward, the shared VJP backward."""
 
     def _forward(
@@ -100,17 +93,16 @@ class MetalOperation(cv.Operation):
             options = cv.OperationExecutionOptions(name)
         results = run_plan(_engine(), plan, options, inputs, "Metal")
         tensors = tuple(
-            Tensor._wrap(Metal._from_buffer(buffer, dtype), layout, dtype)
+            wrap(Metal._from_buffer(buffer, dtype), layout, dtype)
             for (buffer, layout), dtype in zip(results, plan.outputs, strict=True)
         )
         return tensors if len(tensors) > 1 else tensors[0]
 
-    def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
-        return vjp(self, gradient)
-
 
 # Dispatch table: every name maps to a class, so each dispatch returns a fresh instance.
-_OPERATIONS: dict[str, type[cv.Operation]] = {
+# The declarative dispatch table (see Carrier._dispatch_op); it also binds the public
+# functions' fast path, as on CPU.
+Metal._dispatch_classes = {
     **{name: MetalOperation for name in FAMILIES},
     **VIEW_OPERATIONS,
 }

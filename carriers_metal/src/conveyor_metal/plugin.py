@@ -33,7 +33,7 @@ def conveyor_carriers() -> Mapping[str, type]:
 def conveyor_move_routes() -> Iterable[object]:
     """Metal <-> CPU: both export NumPy spans, so the core's span copy is one bulk transfer."""
     _require_platform()
-    from conveyor.move import MoveRoute, span_copy
+    from conveyor.sdk import MoveRoute, span_copy
     from conveyor_generic import CPU
     from conveyor_metal.metal import Metal
 

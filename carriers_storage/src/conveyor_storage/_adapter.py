@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, final
 
 import conveyor as cv
+from conveyor.sdk import wrap
 
 if TYPE_CHECKING:
     from conveyor_storage.evictable import Evictable
@@ -52,7 +53,7 @@ def _lower(x: cv.Tensor) -> cv.Tensor:
     """``x`` (an Evictable tensor, promoted) as a tensor over its primary, same layout."""
     primary = x.carrier.primary  # type: ignore[attr-defined]  # checked to be an Evictable
     # The fast constructor: the layout is already valid over a primary of the same size.
-    lowered = cv.Tensor._wrap(primary, x.layout, x.dtype)
+    lowered = wrap(primary, x.layout, x.dtype)
     if x.requires_grad:
         lowered.requires_grad = True  # so the nested operation saves what its backward needs
     return lowered
@@ -153,7 +154,7 @@ class EvictableOperation(cv.Operation):
             ev = owners.get(id(carrier))
             if ev is None:  # a newly allocated primary result: a fresh hierarchy, empty secondary
                 ev = owners[id(carrier)] = ev_class._adopt(carrier, outer)  # type: ignore[arg-type]  # outer is an Evictable
-            return cv.Tensor._wrap(ev, r.layout, r.dtype)
+            return wrap(ev, r.layout, r.dtype)
 
         if isinstance(result, tuple):
             return tuple(restore(r) for r in result)
@@ -190,16 +191,14 @@ class EvictableOperation(cv.Operation):
         return outer.tier_classes[0]
 
     def _refresh(self, inputs: tuple[Any, ...]) -> None:
-        """Point the nested saved inputs at the current promoted primaries of the outer ones."""
-        inner = self._inner
-        saved = inner._saved
-        if saved is None:
-            return  # the nested operation saved nothing; its backward says why
-        fresh = tuple(
-            _lower(outer) if isinstance(outer, cv.Tensor) else value
-            for outer, value in zip(inputs, saved, strict=True)
+        """Point the nested saved inputs at the current promoted primaries of the outer ones.
+
+        The nested operation was called with these inputs lowered (other values as they are);
+        when it saved nothing, its backward says why.
+        """
+        self._inner.refresh_saved(
+            tuple(_lower(x) if isinstance(x, cv.Tensor) else x for x in inputs)
         )
-        inner._save(fresh)
 
     def backward(self, gradient: Any) -> tuple[cv.Tensor | None, ...]:
         """One Evictable gradient (or ``None``) per saved Tensor input, in matching hierarchies.

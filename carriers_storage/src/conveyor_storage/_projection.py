@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 import numpy as np
 
 import conveyor as cv
-from conveyor.progress import active, report
+from conveyor.sdk import as_dispatched, progress_active, report_progress
 from conveyor_storage._tiles import Coord, TileMap, TileSelection
 from conveyor_storage._transitions import claim
 
@@ -118,8 +118,8 @@ class _Gather(cv.Operation):
             for done, (position, coord) in enumerate(pairs, 1):
                 values = self.mapping.view(carrier._values(coord, "project"))
                 out.import_span(_compact_box(cv.Layout(shape), tile, position), values)
-                if active():
-                    report(done, len(pairs), "project tiles")
+                if progress_active():
+                    report_progress(done, len(pairs), "project tiles")
             carrier._policy.touched(tiles)
         except BaseException:
             out.release()
@@ -147,14 +147,10 @@ def project(tensor: cv.Tensor, selection: TileSelection) -> AwaitProjection:
         ValueError: the selection's rank differs, or the layout breaks tiles.
         IndexError: a selected tile is outside the grid.
     """
-    from conveyor_storage.tiled_evictable import TiledEvictable
-
     carrier, mapping = _tiled("project", tensor)
     selection = _selection("project", carrier, selection)
-    op = _Gather(selection, mapping)
-    # A projection is not a dispatch name: stamp the node the way dispatch_op stamps one.
-    op._operation_name, op._dispatch_carrier_class = "project", TiledEvictable
-    op._dispatch_carrier, op._dispatched = carrier, True
+    # A projection is not a dispatch name: the node is stamped the way dispatch_op stamps one.
+    op = as_dispatched(_Gather(selection, mapping), "project", carrier)
     handle = AwaitProjection()
     grad = cv.is_grad_enabled()
     context = contextvars.copy_context()
@@ -233,8 +229,8 @@ def scatter(
                     )
                     value = piece.copy() if reduction == "replace" else value + piece
             result._put(coord, value)
-            if active():
-                report(done, len(coords), "scatter tiles")
+            if progress_active():
+                report_progress(done, len(coords), "scatter tiles")
     except BaseException:
         result.release()
         raise

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import conveyor as cv
-from conveyor.move import MoveRoute
+from conveyor.sdk import MoveRoute
 from conveyor_storage._spans import copy_range, sibling_allocator
 from conveyor_storage.block_device_carrier import BlockDeviceCarrier
 from conveyor_storage.evictable import Evictable

@@ -99,20 +99,13 @@ def copy_whole(source: cv.Carrier, destination: cv.Carrier) -> None:
 
 
 def sibling_allocator(carrier: cv.Carrier, *, overwrite: bool = False) -> Allocator:
-    """How to allocate another zero-filled carrier of ``carrier``'s kind and placement.
+    """How to allocate another carrier of ``carrier``'s kind and placement (``allocate_like``).
 
-    A carrier that has a placement (a directory, a device) offers ``allocate_like(size,
-    dtype)``; any other carrier is allocated through its class. With ``overwrite`` a carrier
-    offering ``_allocate_like_for_overwrite`` may skip zeroing: the caller writes every slot.
+    With ``overwrite`` a carrier of this distribution offering ``_allocate_like_for_overwrite``
+    may skip zeroing: the caller writes every slot.
     """
-    hooks = ("_allocate_like_for_overwrite", "allocate_like") if overwrite else ("allocate_like",)
-    for hook in hooks:
-        like = getattr(carrier, hook, None)
+    if overwrite:
+        like = getattr(carrier, "_allocate_like_for_overwrite", None)
         if callable(like):
             return like  # type: ignore[no-any-return]  # duck-typed optional hook
-    cls = type(carrier)
-
-    def allocate(size: int, dtype: cv.DType) -> cv.Carrier:
-        return cls.allocate(size, dtype)
-
-    return allocate
+    return carrier.allocate_like

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 
 import conveyor as cv
-from conveyor.layout import normalize_axes
-from conveyor.progress import active, report
+from conveyor.sdk import normalize_axes, progress_active, report_progress
 from conveyor_storage._spans import aligned_bytes
 from conveyor_storage._tiles import Coord, TileMap, TileSet
 from conveyor_storage._transitions import checked_plan, claim, write_back
@@ -193,8 +192,8 @@ def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Itera
     if not ahead:
         for done, job in enumerate(jobs, 1):
             yield job()
-            if active():
-                report(done, total, label)
+            if progress_active():
+                report_progress(done, total, label)
         return
     # Loaded by the first prefetching stream, not by every discovery of the storage carriers.
     from concurrent.futures import ThreadPoolExecutor
@@ -207,8 +206,8 @@ def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Itera
                 result = future.result()
                 future = pool.submit(jobs[done]) if done < total else None
                 yield result
-                if active():
-                    report(done, total, label)
+                if progress_active():
+                    report_progress(done, total, label)
         finally:
             if future is not None:
                 try:
@@ -435,8 +434,8 @@ def _matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.T
                 finally:
                     session.give(held, taken)
                 steps += 1
-                if active():
-                    report(steps, total, "matmul panels")
+                if progress_active():
+                    report_progress(steps, total, "matmul panels")
     finally:
         session.end()
     spec = invocation.results[0]

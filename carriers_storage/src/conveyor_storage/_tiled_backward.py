@@ -2,7 +2,7 @@
 
 The central rule of each direct name is local: an elementwise gradient at a tile needs only
 that tile of each saved operand and of the cotangent, and a matmul gradient is a sum over
-tile products. So the backward runs the central rule (``conveyor.gradients.vjp``) on one tile
+tile products. So the backward runs the central rule (``conveyor.sdk.vjp``) on one tile
 (or one tile pair) at a time, loading saved tiles the way the forward streams them, and
 assembles the dense compute-class gradients. ``add`` and ``reduce_sum`` read no saved values,
 so their rule runs once on the saved tensors themselves. Gradient math stays central.
@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor.definitions import DefinitionOperation
-from conveyor.gradients import vjp
-from conveyor.progress import active, report
+from conveyor.sdk import DefinitionOperation, progress_active, report_progress, vjp
 from conveyor_storage._streaming import Hold, _operand, _Session
 
 if TYPE_CHECKING:
@@ -30,20 +28,9 @@ _SHAPE_ONLY: Final = frozenset({"add", "reduce_sum"})  # rules that read no save
 _ELEMENTWISE: Final = frozenset({"mul", "elementwise_mul", "relu"})
 
 
-class _TileCall:
-    """What the central rule reads of an operation, for one tile of the saved inputs."""
-
-    __slots__ = ("_dispatch_carrier_class", "_operation_name", "options", "plan", "saved_inputs")
-
-    def __init__(self, op: DefinitionOperation, saved: tuple[Any, ...]) -> None:
-        self._operation_name = op._operation_name
-        self._dispatch_carrier_class = op._dispatch_carrier_class
-        self.options, self.plan, self.saved_inputs = op.options, op.plan, saved
-
-
 def _rule(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> tuple[Any, ...]:
-    shim: Any = _TileCall(op, saved)  # the rule reads only these attributes
-    return vjp(shim, gradient)
+    """The central rule of ``op``'s name on one piece of its saved inputs and cotangent."""
+    return vjp(op, gradient, saved)
 
 
 def _tile_tensor(carrier: TiledEvictable, values: Any, like: cv.Tensor) -> cv.Tensor:
@@ -132,8 +119,8 @@ def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any)
                     session.give(owner, hold)
             for k, part in enumerate(parts):
                 grads.add(k, region, part)
-            if active():
-                report(done, len(coords), "backward")
+            if progress_active():
+                report_progress(done, len(coords), "backward")
     finally:
         session.end()
     return grads.results(carrier, wants)
@@ -164,8 +151,8 @@ def _matmul(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> A
                     grads.add(0, _block(i, tm, kk, tk), ga)
                     grads.add(1, _block(kk, tk, j, tn), gb)
                 steps += 1
-                if active():
-                    report(steps, total, "backward")
+                if progress_active():
+                    report_progress(steps, total, "backward")
     finally:
         session.end()
     return grads.results(a, wants)

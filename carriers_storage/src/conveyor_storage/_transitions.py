@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, final
 
 import conveyor as cv
-from conveyor.progress import active, report
+from conveyor.sdk import progress_active, report_progress
 from conveyor_storage._residency import AwaitResidency, ResidencyPlan
 from conveyor_storage._tiles import Coord, TileSet
 
@@ -130,8 +130,8 @@ def load(tiled: TiledEvictable, tiles: TileSet) -> None:
                 new[coord] = tiled._fresh_tile(None)  # allocate zero-fills
             else:
                 new[coord] = tiled._fresh_tile(tiled._values(coord, "promote"))
-            if active():
-                report(done, len(tiles), "promote tiles")
+            if progress_active():
+                report_progress(done, len(tiles), "promote tiles")
     except BaseException:
         for tile in new.values():
             tile.release()
@@ -163,8 +163,8 @@ def write_back(tiled: TiledEvictable, tiles: TileSet, what: str) -> None:
         for done, coord in enumerate(dirty, 1):
             values = tiled._resident[coord].export_span(cv.Layout(tiled._grid.tile_shape))
             secondary.import_span(tiled._grid.box(coord), values)
-            if active():
-                report(done, len(dirty), "evict tiles")
+            if progress_active():
+                report_progress(done, len(dirty), "evict tiles")
     with tiled._lock:
         for coord in resident:
             tiled._current.add(coord)

@@ -9,14 +9,13 @@ or closed device.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, Self, final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, final
 
 import numpy as np
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.sdk import CONCRETE_DTYPES, storage_only_refusal, view_operations
 from conveyor_storage._spans import storage_numpy, strided
-from conveyor_storage._views import VIEW_NAMES, StorageView, storage_only_refusal
 
 if TYPE_CHECKING:
     from conveyor_storage.block_device import BlockDevice
@@ -166,9 +165,15 @@ class BlockDeviceCarrier(cv.Carrier):
     # -- dispatch -----------------------------------------------------------------------------
 
     def _dispatch_op(self, operation_name: str) -> cv.Operation:
-        if operation_name in VIEW_NAMES:
-            return StorageView()
-        raise storage_only_refusal(operation_name, self)
+        view = _VIEWS.get(operation_name)
+        if view is None:
+            raise storage_only_refusal(
+                operation_name,
+                BlockDeviceCarrier,
+                why="BlockDeviceCarrier is storage only",
+                move_to="cpu",
+            )
+        return view()
 
     def __repr__(self) -> str:
         state = " released" if self.released else ""
@@ -176,3 +181,8 @@ class BlockDeviceCarrier(cv.Carrier):
             f"<BlockDeviceCarrier size={self._size} dtype={self._dt.name} offset={self._start} "
             f"on {self._device.path!r}{state}>"
         )
+
+
+# Views are layout algebra over the same file; a copy no layout expresses goes into a sibling
+# BlockDeviceCarrier (``allocate_like``) through the storage contract.
+_VIEWS: Final = view_operations()

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, Final, Self, final
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.sdk import CONCRETE_DTYPES
 from conveyor_storage._adapter import EvictableOperation
 from conveyor_storage._spans import Allocator, copy_whole, sibling_allocator
 
@@ -41,8 +41,6 @@ __all__ = ["Evictable", "EvictableOperation"]
 
 _ALL_DTYPES: Final = frozenset(CONCRETE_DTYPES)
 _EVICT_ATTEMPTS: Final = 3  # copies an eviction tries while the primary changes under it
-# (primary class, secondary class) -> snapshot, for primaries whose plans are per class.
-_SNAPSHOTS: dict[tuple[type, type], cv.CapabilitySet] = {}
 
 
 def _storable(cls: type) -> frozenset[cv.DType]:
@@ -418,20 +416,12 @@ class Evictable(cv.DependentCarrier):
         storable = _storable(self._classes[0]) & _storable(self._classes[1])
         return tuple(cap for cap in plans if all(out in storable for out in cap.outputs))
 
-    def operation_capabilities(self) -> cv.CapabilitySet:
-        snapshot = self._capability_snapshot
-        if snapshot is None:
-            if issubclass(self._classes[0], cv.DependentCarrier):
-                snapshot = cv.CapabilitySet(self._compute_operation_capabilities())
-            else:
-                # Independent primaries declare plans per class: identical hierarchies share one
-                # frozen snapshot instead of rebuilding it for every result.
-                snapshot = _SNAPSHOTS.get(self._classes)
-                if snapshot is None:
-                    snapshot = cv.CapabilitySet(self._compute_operation_capabilities())
-                    snapshot = _SNAPSHOTS.setdefault(self._classes, snapshot)
-            self._capability_snapshot = snapshot
-        return snapshot
+    def _capability_key(self) -> Hashable | None:
+        """Independent primaries declare plans per class, so identical hierarchies share one
+        frozen set instead of rebuilding it for every result; a dependent primary does not."""
+        if issubclass(self._classes[0], cv.DependentCarrier):
+            return None
+        return self._classes
 
     def _dispatch_op(self, operation_name: str) -> cv.Operation:
         primary = self._primary

@@ -30,11 +30,10 @@ from typing import Any, ClassVar, Final, Self, final
 import numpy as np
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.sdk import CONCRETE_DTYPES, storage_only_refusal, view_operations
 from conveyor_storage import _private_dir
 from conveyor_storage._guard import IOGuard
 from conveyor_storage._spans import aligned_bytes, storage_numpy, strided
-from conveyor_storage._views import VIEW_NAMES, StorageView, storage_only_refusal
 
 __all__ = ["FileBacked"]
 
@@ -456,10 +455,18 @@ class FileBacked(cv.Carrier):
     # -- dispatch -----------------------------------------------------------------------------
 
     def _dispatch_op(self, operation_name: str) -> cv.Operation:
-        if operation_name in VIEW_NAMES:
-            return StorageView()
-        raise storage_only_refusal(operation_name, self)
+        view = _VIEWS.get(operation_name)
+        if view is None:
+            raise storage_only_refusal(
+                operation_name, FileBacked, why="FileBacked is storage only", move_to="cpu"
+            )
+        return view()
 
     def __repr__(self) -> str:
         state = "released" if self.released else ("owned" if self._owned else "read-only")
         return f"<FileBacked size={self._size} dtype={self._dt.name} {state} path={self._path!r}>"
+
+
+# Views are layout algebra over the same file; a copy no layout expresses goes into a sibling
+# FileBacked (``allocate_like``) through the storage contract.
+_VIEWS: Final = view_operations()

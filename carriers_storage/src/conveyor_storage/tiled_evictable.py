@@ -373,7 +373,7 @@ class TiledEvictable(cv.DependentCarrier):
                     self._current.discard(coord)
                     self._implicit.pop(coord, None)
                     self._invalid.add(coord)
-                self._version += 1
+                self._mark_written()
             finally:
                 self._busy.difference_update(found.coords)
 
@@ -480,7 +480,6 @@ class TiledEvictable(cv.DependentCarrier):
             )
             raise NotImplementedError(msg)
         op: cv.Operation = super().dispatch_op(operation_name)
-        op.__class__ = TiledOperation  # the same operation; its backward streams the tiles
         return op
 
     def __repr__(self) -> str:
@@ -499,7 +498,10 @@ def _register() -> None:
     from conveyor_storage._streaming import composite_provider
 
     definition = cv.CarrierDefinition(
-        storage=None, composite=composite_provider(DIRECT_OPERATIONS), facets=(TiledResidencyFacet,)
+        storage=None,
+        composite=composite_provider(DIRECT_OPERATIONS),
+        facets=(TiledResidencyFacet,),
+        operation_class=TiledOperation,  # its backward streams the tiles
     )
     cv.register_carrier_definition(TiledEvictable, definition)
     cv.closed_carrier(TiledEvictable)

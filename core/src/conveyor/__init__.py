@@ -4,10 +4,12 @@
 ``conveyor.plugins`` entry-point group on first need (a tensor naming a carrier, the CLI).
 """
 
-# numpy_protocols and random also fill Tensor's table of composed operators and protocols when
-# loaded; none of them imports NumPy until first used. ``conveyor.array_api`` and the plugin
-# host ``conveyor.plugins`` (with pluggy) load on first access (``__getattr__`` below, or
-# ``Tensor.__array_namespace__``, or the first carrier looked up by name).
+# The package is stacked in parts (docs/architecture.md): types, engine, plugins, lib, array_api,
+# cli, with the carrier author's surface in ``conveyor.sdk``. This module re-exports the user
+# API and connects the engine to the two layers above it that it reads at run time: the plugin
+# host and the user library. ``conveyor.array_api`` and the plugin host ``conveyor.plugins``
+# (with pluggy) load on first access (``__getattr__`` below, ``Tensor.__array_namespace__``, or
+# the first carrier looked up by name); importing the rest loads no NumPy.
 from __future__ import annotations
 
 import importlib as _importlib
@@ -15,26 +17,13 @@ import sys as _sys
 from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from conveyor import carrier_definitions as _carrier_definitions
-
-# Imported for its effect: it registers the built-in central definitions.
-from conveyor import central_definitions as _central_definitions  # noqa: F401
-from conveyor import definitions as _definitions
-from conveyor import move as _move
-from conveyor import numpy_protocols as _numpy_protocols  # noqa: F401  # fills Tensor's table
-from conveyor import random
-from conveyor import tensor as _tensor
-from conveyor.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from conveyor.capabilities import (
-    CapabilitySet,
-    OperandCapability,
-    OperationCapability,
-    UnsupportedOperationPlan,
-    declared_capabilities,
-    register_operation_capabilities,
-)
-from conveyor.carrier import Carrier, DependentCarrier, closed_carrier, is_closed_carrier
-from conveyor.carrier_definitions import (
+# Imported for its effect: it registers the built-in operation definitions.
+from conveyor.engine import builtin_operations as _builtin_operations  # noqa: F401
+from conveyor.engine import library as _library
+from conveyor.engine import plugin_access as _plugin_access
+from conveyor.engine.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from conveyor.engine.carrier import Carrier, DependentCarrier, closed_carrier, is_closed_carrier
+from conveyor.engine.carrier_registry import (
     CarrierDefinition,
     adopt_storage,
     definition_capabilities,
@@ -42,7 +31,117 @@ from conveyor.carrier_definitions import (
     register_kernel_pack,
     storage_handle,
 )
-from conveyor.composed import (  # composed from dispatch names; all/any shadow builtins
+from conveyor.engine.functional import (
+    abs,  # operation names shadow builtins on purpose, as in NumPy
+    add,
+    argmax,
+    argmin,
+    as_strided,
+    broadcast_to,
+    ceil,
+    clamp,
+    conv_general,
+    cos,
+    cumsum,
+    div,
+    elementwise_mul,
+    elu,
+    eq,
+    erf,
+    exp,
+    exp2,
+    floor,
+    gather,
+    gelu,
+    le,
+    leaky_relu,
+    log,
+    log2,
+    logical_not,
+    lt,
+    matmul,
+    maximum,
+    minimum,
+    mul,
+    ne,
+    neg,
+    permute,
+    pow,  # operation names shadow builtins on purpose, as in NumPy
+    rearrange,
+    recip,
+    reduce_max,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+    relu,
+    rem,
+    reshape,
+    round,  # operation names shadow builtins on purpose, as in NumPy
+    rsqrt,
+    scatter,
+    scatter_add,
+    select,
+    sigmoid,
+    sign,
+    silu,
+    sin,
+    softplus,
+    sort,
+    sqrt,
+    squeeze,
+    sub,
+    tanh,
+    topk,
+    unsqueeze,
+    view,
+)
+from conveyor.engine.move import MoveRoute, move, move_route, move_routes, register_move_route
+from conveyor.engine.operation import Operation, execute_lowered
+from conveyor.engine.operation_definitions import (
+    NON_DIFFERENTIABLE,
+    BoundCall,
+    OperationDefinition,
+    ResolvedInvocation,
+    ResultSpec,
+    define_operation,
+    operation_definition,
+    operation_definitions,
+)
+from conveyor.engine.profiling import OperationRecord, Profiler, add_observer, profile
+from conveyor.engine.progress import progress
+from conveyor.engine.providers import (
+    CarrierFacet,
+    CompositeProvider,
+    KernelExecutionInterface,
+    KernelPack,
+    KernelPattern,
+    KernelProvider,
+    PreparedComposite,
+    ProviderCompletion,
+    ProviderContractError,
+    ProviderResult,
+    StorageProvider,
+    TransferProvider,
+    TransferRoute,
+    Unsupported,
+)
+from conveyor.engine.tensor import (
+    Subtensor,
+    Tensor,
+    arange,
+    default_carrier,
+    empty,
+    full,
+    get_default_carrier,
+    ones,
+    ones_like,
+    set_default_carrier,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from conveyor.lib import random
+from conveyor.lib.composed import (  # composed from dispatch names; all/any shadow builtins
     QRResult,
     SlogdetResult,
     acos,
@@ -140,17 +239,17 @@ from conveyor.composed import (  # composed from dispatch names; all/any shadow 
     vecdot,
     where,
 )
-from conveyor.definitions import (
-    NON_DIFFERENTIABLE,
-    BoundCall,
-    OperationDefinition,
-    ResolvedInvocation,
-    ResultSpec,
-    define_operation,
-    operation_definition,
-    operation_definitions,
+from conveyor.lib.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
+from conveyor.lib.tensor_methods import TensorMethods as _TensorMethods
+from conveyor.types.capabilities import (
+    CapabilitySet,
+    OperandCapability,
+    OperationCapability,
+    UnsupportedOperationPlan,
+    declared_capabilities,
+    register_operation_capabilities,
 )
-from conveyor.dtypes import (
+from conveyor.types.dtypes import (
     DType,
     any_dtype,
     bfloat16,
@@ -177,117 +276,17 @@ from conveyor.dtypes import (
     uint64,
     unsigned_integer,
 )
-from conveyor.dtypes import bool_ as bool  # the dtype, named as in NumPy/PyTorch
-from conveyor.functional import (
-    abs,  # operation names shadow builtins on purpose, as in NumPy
-    add,
-    argmax,
-    argmin,
-    as_strided,
-    broadcast_to,
-    ceil,
-    clamp,
-    conv_general,
-    cos,
-    cumsum,
-    div,
-    elementwise_mul,
-    elu,
-    eq,
-    erf,
-    exp,
-    exp2,
-    floor,
-    gather,
-    gelu,
-    le,
-    leaky_relu,
-    log,
-    log2,
-    logical_not,
-    lt,
-    matmul,
-    maximum,
-    minimum,
-    mul,
-    ne,
-    neg,
-    permute,
-    pow,  # operation names shadow builtins on purpose, as in NumPy
-    rearrange,
-    recip,
-    reduce_max,
-    reduce_min,
-    reduce_prod,
-    reduce_sum,
-    relu,
-    rem,
-    reshape,
-    round,  # operation names shadow builtins on purpose, as in NumPy
-    rsqrt,
-    scatter,
-    scatter_add,
-    select,
-    sigmoid,
-    sign,
-    silu,
-    sin,
-    softplus,
-    sort,
-    sqrt,
-    squeeze,
-    sub,
-    tanh,
-    topk,
-    unsqueeze,
-    view,
-)
-from conveyor.layout import Layout, broadcast_shapes
-from conveyor.move import MoveRoute, move, move_route, move_routes, register_move_route
-from conveyor.operation import Operation, execute_lowered
-from conveyor.options import OperationExecutionOptions
-from conveyor.policy import (
+from conveyor.types.dtypes import bool_ as bool  # the dtype, named as in NumPy/PyTorch
+from conveyor.types.layout import Layout, broadcast_shapes
+from conveyor.types.options import OperationExecutionOptions
+from conveyor.types.policy import (
     OperandPlan,
     OperationPlan,
     OperationSpec,
     registered_operations,
     resolve_plan,
 )
-from conveyor.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
-from conveyor.profiling import OperationRecord, Profiler, add_observer, profile
-from conveyor.progress import progress
-from conveyor.providers import (
-    CarrierFacet,
-    CompositeProvider,
-    KernelExecutionInterface,
-    KernelPack,
-    KernelPattern,
-    KernelProvider,
-    PreparedComposite,
-    ProviderCompletion,
-    ProviderContractError,
-    ProviderResult,
-    StorageProvider,
-    TransferProvider,
-    TransferRoute,
-    Unsupported,
-)
-from conveyor.tensor import (
-    Subtensor,
-    Tensor,
-    arange,
-    default_carrier,
-    empty,
-    full,
-    get_default_carrier,
-    ones,
-    ones_like,
-    set_default_carrier,
-    tensor,
-    zeros,
-    zeros_like,
-)
-from conveyor.warnings import ConveyorWarning
+from conveyor.types.warnings import ConveyorWarning
 
 if _TYPE_CHECKING:
     from conveyor import array_api, plugins
@@ -318,17 +317,9 @@ def _plugins_module() -> _ModuleType:
 
 
 def _array_namespace(api_version: str | None = None) -> object:
-    _importlib.import_module("conveyor.array_api")  # its import replaces this table entry
-    return _tensor._COMPOSED["array_namespace"](api_version)
-
-
-_tensor._COMPOSED.setdefault("array_namespace", _array_namespace)
-
-
-def _carrier_named(name: str) -> type[Carrier]:
-    """A carrier class by registered name, from the plugin host (``carrier="cpu"``)."""
-    host: plugins.PluginHost = _plugins_module().host()
-    return host.carrier(name)
+    """The Array API namespace, imported on first use (it is the layer above the library)."""
+    namespace: object = _importlib.import_module("conveyor.array_api").namespace(api_version)
+    return namespace
 
 
 def _default_host() -> plugins.PluginHost:
@@ -344,11 +335,9 @@ def _scanned_host() -> plugins.PluginHost | None:
     return default if default is not None and default._discovery is not None else None
 
 
-# The plugin host is the top of the core: the layers below read it through these bindings.
-_tensor._bind("_carrier_named", _carrier_named)
-_move._bind_here("_host", _default_host)
-_definitions._bind("_scanned_host", _scanned_host)
-_carrier_definitions._bind("_scanned_host", _scanned_host)
+# The plugin host and the user library sit above the engine, which reads them through these.
+_plugin_access.connect(default=_default_host, scanned=_scanned_host)
+_library.connect(_TensorMethods(array_namespace=_array_namespace))
 
 __all__ = [
     "BoundCall",

@@ -1,4 +1,4 @@
-"""The ``conveyor`` command: list plugins and carriers, and diagnose an installation.
+"""The ``conveyor`` command: list plugins and carriers, diagnose an installation, run plugins'.
 
 Every subcommand prints tables that fit the terminal for people (``--wide`` keeps every
 character) and, with ``--json``, one JSON document for machines. They work when plugins are
@@ -7,7 +7,9 @@ were found (``doctor`` reported a warning, or a plugin failed while strict mode,
 ``CONVEYOR_STRICT_PLUGINS=1``, is on); 2 for a usage or configuration error. A reader that
 closes the pipe early (``conveyor plugins --json | head``) ends the command quietly, status 0.
 Core modules beyond the plugin host are imported inside the commands that read them, so each
-command pays only for what it shows.
+command pays only for what it shows. Plugins add subcommands through the ``conveyor_commands``
+hook (``conveyor demo`` is one); plugins are loaded for that only when the command line names
+a command that is not built in.
 """
 
 from __future__ import annotations
@@ -20,16 +22,22 @@ import platform
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from conveyor import plugins
-from conveyor._tables import table
-from conveyor.doctor import add_doctor_section, doctor_sections
-from conveyor.plugins import PluginConflictWarning, PluginError, PluginRecord, PluginState
+from conveyor.plugins import (
+    Command,
+    PluginConflictWarning,
+    PluginError,
+    PluginRecord,
+    PluginState,
+    add_doctor_section,
+    doctor_sections,
+    table,
+)
 
 if TYPE_CHECKING:
-    from conveyor.carrier import Carrier
+    from conveyor.engine.carrier import Carrier
 
 __all__ = ["add_doctor_section", "main"]
 
@@ -195,9 +203,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _carrier_rows(
     host: plugins.PluginHost, carriers: Mapping[str, type[Carrier]]
 ) -> list[dict[str, Any]]:
-    from conveyor.carrier import DependentCarrier, is_closed_carrier
-    from conveyor.carrier_definitions import definition_capabilities
-    from conveyor.definitions import carrier_definition
+    from conveyor.engine.carrier import DependentCarrier, is_closed_carrier
+    from conveyor.engine.carrier_registry import carrier_definition, definition_capabilities
 
     rows = []
     for name, cls in carriers.items():
@@ -223,7 +230,7 @@ def _carrier_rows(
 
 def _matrix(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, int] | None]]:
     """Operations (registered first, then any others a carrier declares) and plan counts."""
-    from conveyor.policy import registered_operations
+    from conveyor.types.policy import registered_operations
 
     counts: dict[str, dict[str, int] | None] = {}
     extra: set[str] = set()
@@ -351,9 +358,9 @@ def _warnings(
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from conveyor.dtypes import CONCRETE_DTYPES
     from conveyor.plugins import ENVIRONMENT_VARIABLES
-    from conveyor.policy import registered_operations
+    from conveyor.types.dtypes import CONCRETE_DTYPES
+    from conveyor.types.policy import registered_operations
 
     host = plugins.host()
     with _plugin_output_to_stderr():
@@ -421,23 +428,30 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if report["warnings"] else _exit_status(host, records)
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from conveyor.demo import DemoOptions, run_demo
-
-    options = DemoOptions(
-        quick=args.quick,
-        size=args.size << 20,
-        budget=args.budget << 20,
-        output=Path(args.output),
-        json=args.json,
-    )
-    summary = run_demo(options)
-    if args.json:
-        _emit(summary)
-    return 1 if summary["problems"] else 0
+# The built-in commands: (name, one-line summary, implementation).
+_BUILTIN: Final[tuple[tuple[str, str, _Command], ...]] = (
+    ("plugins", "list discovered plugins and their states", _cmd_plugins),
+    ("carriers", "list loaded carriers and what they support", _cmd_carriers),
+    ("doctor", "versions, plugin states, and warnings with fixes", _cmd_doctor),
+)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _plugin_commands() -> tuple[tuple[Command, ...], list[str]]:
+    """The loaded plugins' commands (built-in names and repeats dropped), and what was dropped."""
+    taken = {name for name, _, _ in _BUILTIN}
+    found, dropped = [], []
+    for command in plugins.host().commands():
+        if command.name in taken:
+            dropped.append(
+                f"a plugin's command {command.name!r} is not added: the name is already taken"
+            )
+            continue
+        taken.add(command.name)
+        found.append(command)
+    return tuple(found), dropped
+
+
+def _parser(extra: Sequence[Command] = ()) -> argparse.ArgumentParser:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -446,18 +460,16 @@ def _parser() -> argparse.ArgumentParser:
         release = "unknown"
     parser = argparse.ArgumentParser(
         prog="conveyor",
-        description="Inspect Conveyor's plugins and carriers, and run the demo.",
+        description="Inspect Conveyor's plugins and carriers, and run plugins' commands.",
         epilog="exit status: 0 ok, 1 problems found, 2 usage or configuration error",
     )
     parser.add_argument("--version", action="version", version=f"conveyor {release}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    specs: tuple[tuple[str, str, _Command], ...] = (
-        ("plugins", "list discovered plugins and their states", _cmd_plugins),
-        ("carriers", "list loaded carriers and what they support", _cmd_carriers),
-        ("doctor", "versions, plugin states, and warnings with fixes", _cmd_doctor),
-        ("demo", "the whole framework at work: train, out of core, evict, siblings", _cmd_demo),
-    )
-    for name, summary, command in specs:
+    specs: list[tuple[str, str, _Command, Callable[[argparse.ArgumentParser], None] | None]] = [
+        (name, summary, command, None) for name, summary, command in _BUILTIN
+    ]
+    specs += [(c.name, c.summary, c.run, c.configure) for c in extra]
+    for name, summary, command, configure in specs:
         sub = commands.add_parser(name, help=summary, description=summary)
         sub.add_argument("--json", action="store_true", help="print one JSON document")
         sub.add_argument(
@@ -474,23 +486,40 @@ def _parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="list the entry points from metadata without importing any plugin",
             )
-        if name == "demo":
-            sub.add_argument("--quick", action="store_true", help="a seconds-long version")
-            sub.add_argument("--size", type=int, default=1024, help="MiB of out-of-core data")
-            sub.add_argument("--budget", type=int, default=128, help="MiB the tiles may occupy")
-            sub.add_argument("--output", default="conveyor-demo", help="report folder")
+        if configure is not None:
+            configure(sub)
     return parser
+
+
+def _wants_plugin_command(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` names no built-in command (or asks for help), so plugins must load."""
+    builtin = {name for name, _, _ in _BUILTIN}
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None:
+        return "--version" not in argv
+    return first not in builtin
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``conveyor`` command on ``argv`` (default ``sys.argv[1:]``); return the status."""
-    args = _parser().parse_args(argv)
-    command: _Command = args.command
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        plugins.host()
+        plugins.host()  # reads the CONVEYOR_* configuration: a malformed one is refused here
+        extra: tuple[Command, ...] = ()
+        if _wants_plugin_command(argv):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PluginConflictWarning)
+                extra, dropped = _plugin_commands()
+            for line in dropped:
+                print(f"conveyor: {line}", file=sys.stderr)
     except (TypeError, ValueError) as exc:  # a malformed CONVEYOR_* variable, named by exc
         print(f"conveyor: {exc}", file=sys.stderr)
         return 2
+    except PluginError as exc:  # strict mode: a plugin failed while loading for its commands
+        print(f"conveyor: {exc}", file=sys.stderr)
+        return 1
+    args = _parser(extra).parse_args(argv)
+    command: _Command = args.command
     _WIDE["wide"] = args.wide
     try:
         with warnings.catch_warnings():

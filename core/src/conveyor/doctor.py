@@ -1,38 +1,17 @@
-"""Plugin sections of ``conveyor doctor``: registered at plugin import, read by the CLI.
+"""Deprecated alias of ``conveyor.plugins._doctor``, kept for one release (removed in 0.2).
 
-Kept apart from ``conveyor.cli`` so that a plugin registering a section at import (the Dask
-plugin names its cluster's dashboard) does not load the CLI's modules (argparse, json, the
-tables) into every process that merely discovers carriers.
+Import ``add_doctor_section`` from ``conveyor.plugins`` instead; ``docs/architecture.md`` says
+where everything lives now.
 """
 
-from __future__ import annotations
+import warnings as _warnings
 
-from collections.abc import Callable, Mapping
+from conveyor.plugins._doctor import *  # noqa: F403  # the thin re-export this alias exists for
+from conveyor.plugins._doctor import __all__ as __all__
 
-__all__ = ["add_doctor_section", "doctor_sections"]
-
-_Section = Callable[[], Mapping[str, str]]
-# Extra lines plugins add to `conveyor doctor`, by section name, in registration order.
-_SECTIONS: dict[str, _Section] = {}
-
-
-def add_doctor_section(name: str, section: _Section) -> None:
-    """Let a plugin add a section to ``conveyor doctor`` (e.g. an active cluster's dashboard).
-
-    ``section()`` returns ``{label: value}`` lines, or an empty mapping to print nothing; it is
-    called once per doctor run, after the plugins loaded, and must not raise.
-    """
-    _SECTIONS[name] = section
-
-
-def doctor_sections() -> dict[str, dict[str, str]]:
-    """Every section's lines; a section that raises reports its error instead of its lines."""
-    found = {}
-    for name, section in _SECTIONS.items():
-        try:
-            lines = dict(section())
-        except Exception as exc:  # a plugin's report must not break the diagnosis
-            lines = {"error": f"{type(exc).__name__}: {exc}"}
-        if lines:
-            found[name] = lines
-    return found
+_warnings.warn(
+    "conveyor.doctor is deprecated and will be removed in 0.2; import add_doctor_section from "
+    "conveyor.plugins",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.exceptions import AxisError
 
 import conveyor as cv
-from conveyor.layout import normalize_axes, normalize_axis
+from conveyor.sdk import normalize_axes, normalize_axis
 
 __all__ = [
     "Array",

@@ -2,7 +2,7 @@
 
 ``Tensor.__array_namespace__()`` returns this module. Devices are carrier classes (``x.device``,
 ``to_device``, ``device=`` accept a class or a registered name). Every function is a dispatch
-name under the standard's spelling or is composed from dispatch names in ``conveyor.composed``,
+name under the standard's spelling or is composed from dispatch names in ``conveyor.lib.composed``,
 so it runs on any carrier that plans what it needs and is refused with
 ``UnsupportedOperationPlan`` naming the missing plan elsewhere. The spectral functions of
 ``linalg`` are not provided (see ``conveyor.array_api.linalg``).
@@ -142,10 +142,10 @@ from conveyor.array_api.statistical import (
     var,
 )
 from conveyor.array_api.utility import all, any, diff
-from conveyor.dtypes import (
+from conveyor.types.dtypes import (
     bool_ as bool,
 )
-from conveyor.dtypes import (
+from conveyor.types.dtypes import (
     complex64,
     complex128,
     float32,
@@ -159,7 +159,6 @@ from conveyor.dtypes import (
     uint32,
     uint64,
 )
-from conveyor.tensor import _COMPOSED
 
 __array_api_version__ = "2024.12"
 
@@ -330,11 +329,9 @@ __all__ = [
 ]
 
 
-def _namespace(api_version: str | None) -> object:
+def namespace(api_version: str | None) -> object:
+    """This namespace, for ``Tensor.__array_namespace__(api_version=...)``."""
     if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
         msg = f"__array_namespace__: api_version {api_version!r} is not supported; use '2024.12'"
         raise ValueError(msg)
     return _sys.modules[__name__]
-
-
-_COMPOSED["array_namespace"] = _namespace

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conveyor import composed as C
-from conveyor import dtypes
-from conveyor.dtypes import DType
-from conveyor.tensor import Tensor
-from conveyor.tensor import arange as _arange
-from conveyor.tensor import full as _full
-from conveyor.tensor import zeros as _zeros
+from conveyor.engine.tensor import Tensor
+from conveyor.engine.tensor import arange as _arange
+from conveyor.engine.tensor import full as _full
+from conveyor.engine.tensor import zeros as _zeros
+from conveyor.lib import composed as C
+from conveyor.types import dtypes
+from conveyor.types.dtypes import DType
 
 __all__ = [
     "arange",

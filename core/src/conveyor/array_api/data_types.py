@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from conveyor import dtypes
-from conveyor.dtypes import DType
-from conveyor.tensor import Tensor
+from conveyor.engine.tensor import Tensor
+from conveyor.types import dtypes
+from conveyor.types.dtypes import DType
 
 if TYPE_CHECKING:
     pass

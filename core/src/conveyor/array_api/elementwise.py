@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conveyor import composed as C
-from conveyor import functional as F
-from conveyor.tensor import Tensor
+from conveyor.engine import functional as F
+from conveyor.engine.tensor import Tensor
+from conveyor.lib import composed as C
 
 __all__ = [
     "abs",
@@ -105,7 +105,7 @@ sqrt = F.sqrt
 subtract = F.sub
 tanh = F.tanh
 
-# Composed in conveyor.composed.
+# Composed in conveyor.lib.composed.
 acos = C.acos
 acosh = C.acosh
 asin = C.asin

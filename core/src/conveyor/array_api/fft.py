@@ -1,8 +1,8 @@
-"""The Array API ``fft`` extension: DFT-matrix products composed in ``conveyor.composed``."""
+"""The Array API ``fft`` extension: DFT-matrix products composed in ``conveyor.lib.composed``."""
 
 from __future__ import annotations
 
-from conveyor.composed.fourier import (
+from conveyor.lib.composed.fourier import (
     fft,
     fftfreq,
     fftn,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, final
 
-from conveyor import dtypes, plugins
-from conveyor.carrier import Carrier
-from conveyor.dtypes import DType
-from conveyor.tensor import _resolve_carrier, get_default_carrier
+from conveyor import plugins
+from conveyor.engine.carrier import Carrier
+from conveyor.engine.tensor import _resolve_carrier, get_default_carrier
+from conveyor.types import dtypes
+from conveyor.types.dtypes import DType
 
 __all__ = ["Info", "__array_namespace_info__"]
 

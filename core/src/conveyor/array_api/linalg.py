@@ -2,7 +2,7 @@
 
 Products and norms are composed from ``matmul``, reductions and ``sqrt``; ``inv``, ``solve``,
 ``det``, ``slogdet`` and ``cholesky`` from Gaussian elimination and ``qr`` from Householder
-reflections (``conveyor.composed``). Spectral functions (``svd``, ``svdvals``, ``eigh``,
+reflections (``conveyor.lib.composed``). Spectral functions (``svd``, ``svdvals``, ``eigh``,
 ``eigvalsh``, ``pinv``, ``matrix_rank``) are left out rather than computed off the carrier.
 """
 
@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from conveyor import composed as C
-from conveyor import functional as F
-from conveyor.tensor import Tensor
+from conveyor.engine import functional as F
+from conveyor.engine.tensor import Tensor
+from conveyor.lib import composed as C
 
 __all__ = [
     "cholesky",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conveyor import composed as C
-from conveyor import functional as F
-from conveyor.layout import broadcast_shapes as broadcast_shapes_
-from conveyor.tensor import Tensor
+from conveyor.engine import functional as F
+from conveyor.engine.tensor import Tensor
+from conveyor.lib import composed as C
+from conveyor.types.layout import broadcast_shapes as broadcast_shapes_
 
 __all__ = [
     "broadcast_arrays",

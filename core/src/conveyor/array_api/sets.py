@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conveyor import composed as C
-from conveyor import dtypes
-from conveyor import functional as F
-from conveyor.tensor import Tensor
+from conveyor.engine import functional as F
+from conveyor.engine.tensor import Tensor
+from conveyor.lib import composed as C
+from conveyor.types import dtypes
 
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 

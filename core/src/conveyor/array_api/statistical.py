@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conveyor import composed as C
-from conveyor import functional as F
-from conveyor.dtypes import DType
-from conveyor.tensor import Tensor
+from conveyor.engine import functional as F
+from conveyor.engine.tensor import Tensor
+from conveyor.lib import composed as C
+from conveyor.types.dtypes import DType
 
 __all__ = [
     "cumulative_prod",

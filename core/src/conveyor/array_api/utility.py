@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conveyor import composed as C
+from conveyor.lib import composed as C
 
 __all__ = ["all", "any", "diff"]
 

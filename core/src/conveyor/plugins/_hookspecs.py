@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 import pluggy
 
 if TYPE_CHECKING:
-    from conveyor.carrier import Carrier
+    from conveyor.engine.carrier import Carrier
 
 __all__ = [
     "HOOK_NAMES",
     "PLUGIN_API_VERSION",
     "conveyor_carriers",
+    "conveyor_commands",
     "conveyor_kernel_packs",
     "conveyor_move_routes",
     "conveyor_operation_definitions",
@@ -42,7 +43,8 @@ hookimpl: Final = pluggy.HookimplMarker(_PROJECT)
 #: it was written for as ``CONVEYOR_PLUGIN_API = "MAJOR.MINOR"``. The host loads a plugin when
 #: the majors agree and the plugin's minor is not newer than the host's: a minor release only
 #: adds hooks, so a plugin written for 1.0 still works with a 1.3 host, but not the reverse.
-PLUGIN_API_VERSION: Final = (1, 0)
+#: 1.1 added ``conveyor_commands``.
+PLUGIN_API_VERSION: Final = (1, 1)
 
 #: An operation observer: called with each executed operation (its profiling record).
 _Observer: TypeAlias = Callable[[object], None]
@@ -78,10 +80,20 @@ def conveyor_move_routes() -> Iterable[object]:  # type: ignore[empty-body]  # s
 
 
 @hookspec
+def conveyor_commands() -> Iterable[object]:  # type: ignore[empty-body]  # spec
+    """Return ``conveyor.plugins.Command`` records: subcommands of the ``conveyor`` command.
+
+    Since plugin API 1.1. A name the command line has built in (``plugins``, ``carriers``,
+    ``doctor``), or one an earlier plugin already contributed, is not added; ``conveyor
+    doctor`` names the clash.
+    """
+
+
+@hookspec
 def conveyor_operation_observers() -> Iterable[_Observer]:  # type: ignore[empty-body]  # spec
     """Return callables to be told about every executed operation (profiling / computation hooks).
 
-    They are registered with ``conveyor.profiling.add_observer`` when the plugin loads. Only
+    They are registered with ``conveyor.engine.profiling.add_observer`` when the plugin loads. Only
     plugins that implement this hook install observers, so the hot path pays nothing otherwise.
     """
 
@@ -94,5 +106,6 @@ HOOK_NAMES: Final = (
     "conveyor_operation_definitions",
     "conveyor_kernel_packs",
     "conveyor_move_routes",
+    "conveyor_commands",
     "conveyor_operation_observers",
 )

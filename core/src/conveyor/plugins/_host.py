@@ -21,6 +21,7 @@ import attrs
 import pluggy
 
 from conveyor.plugins import _hookspecs
+from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig, canonical_name
 from conveyor.plugins._discovery import _Candidate, registration_name, scan
 from conveyor.plugins._importing import in_plugin_import
@@ -41,7 +42,7 @@ from conveyor.plugins._state import (
 )
 
 if TYPE_CHECKING:
-    from conveyor.carrier import Carrier
+    from conveyor.engine.carrier import Carrier
 
 __all__ = ["PluginHost", "host", "set_default_host"]
 
@@ -76,7 +77,7 @@ class _Discovery:
     conflicts: Mapping[str, str]
     #: Messages about the configuration itself (allow/block entries matching nothing).
     notes: tuple[str, ...]
-    #: Observers this scan installed into ``conveyor.profiling``.
+    #: Observers this scan installed into ``conveyor.engine.profiling``.
     installed: tuple[_Observer, ...]
     #: Registration name -> removers of that plugin's installed observers (``add_observer``
     #: returns them); called on refresh, or when the plugin breaks after loading.
@@ -243,13 +244,13 @@ def _check_contributions(outcomes: list[_Outcome]) -> None:
         try:
             taken = dict(routes)
             if mine_routes:
-                from conveyor.move import check_contributed_route
+                from conveyor.engine.move import check_contributed_route
 
                 for route in mine_routes:
                     taken[check_contributed_route(route, taken)] = record.label
             hook = _PACKS_HOOK
             if mine_packs:
-                from conveyor.carrier_definitions import check_contributed_pack
+                from conveyor.engine.carrier_registry import check_contributed_pack
 
                 for pack in mine_packs:
                     check_contributed_pack(pack, packs)  # type: ignore[arg-type]  # checked kind
@@ -271,11 +272,11 @@ def _check_observer_api(outcomes: list[_Outcome]) -> None:
             continue
         # Imported only when some plugin has observers, so other processes never pay for it.
         try:
-            from conveyor.profiling import add_observer  # noqa: F401  # presence is the check
+            from conveyor.engine.profiling import add_observer  # noqa: F401  # presence is the check
         except ImportError as exc:
             msg = (
                 f"{outcome.record.label}: hook {_OBSERVERS_HOOK}: this conveyor-core "
-                f"has no conveyor.profiling.add_observer ({exc}), so observers cannot be "
+                f"has no conveyor.engine.profiling.add_observer ({exc}), so observers cannot be "
                 f"installed; upgrade conveyor-core or block the plugin with "
                 f"CONVEYOR_DISABLE_PLUGINS={outcome.record.name}"
             )
@@ -312,7 +313,7 @@ class _GuardedObserver:
 def _install_observers(
     outcomes: Iterable[_Outcome], failed: Callable[[str, _GuardedObserver, BaseException], None]
 ) -> tuple[tuple[_Observer, ...], dict[str, tuple[Callable[[], None], ...]]]:
-    """Register loaded plugins' observers with ``conveyor.profiling``, each behind a guard.
+    """Register loaded plugins' observers with ``conveyor.engine.profiling``, each behind a guard.
 
     Returns the installed observers and, per plugin, their removers.
     """
@@ -321,7 +322,7 @@ def _install_observers(
     for outcome in outcomes:
         if outcome.record.state is not PluginState.LOADED or not outcome.observers:
             continue
-        from conveyor.profiling import add_observer
+        from conveyor.engine.profiling import add_observer
 
         key = registration_name(outcome.record.distribution, outcome.record.name)
         mine = []
@@ -603,8 +604,13 @@ class PluginHost:
         """Movement routes contributed by loaded plugins, in plugin order."""
         return self._require().contributions("conveyor_move_routes")
 
+    def commands(self) -> tuple[Command, ...]:
+        """``conveyor`` subcommands contributed by loaded plugins, in plugin order."""
+        found = self._require().contributions("conveyor_commands")
+        return tuple(c for c in found if isinstance(c, Command))  # checked at plugin load
+
     def observers(self) -> tuple[_Observer, ...]:
-        """Operation observers this host installed into ``conveyor.profiling``."""
+        """Operation observers this host installed into ``conveyor.engine.profiling``."""
         return self._require().installed
 
     def refresh(self) -> None:

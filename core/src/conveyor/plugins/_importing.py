@@ -3,7 +3,7 @@
 The import runs on a daemon helper thread while the loading thread waits up to the host's import
 timeout. A hung import holds only its own module's import lock, so the rest of the scan (and every
 other import) goes on; the helper thread is abandoned, never killed. Abandoning closes the
-plugin's registration journal (``conveyor._journal``): what it registered is withdrawn and
+plugin's registration journal (``conveyor.engine.journal``): what it registered is withdrawn and
 anything it registers if it finishes late is refused. While the abandoned import is still
 running, a later scan reports its module as still importing instead of waiting on its lock.
 
@@ -21,7 +21,7 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING, final
 
-from conveyor import _journal
+from conveyor.engine import journal as _journal
 
 if TYPE_CHECKING:  # importlib.metadata costs ~30 ms at import; only a scan needs it
     from importlib.metadata import EntryPoint

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast, final
 import attrs
 import pluggy
 
-from conveyor import _journal
+from conveyor.engine import journal as _journal
+from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
@@ -26,13 +27,14 @@ from conveyor.plugins._importing import ImportTimeout, load_entry_point
 from conveyor.plugins._state import PluginRecord, PluginState, PluginUnavailable
 
 if TYPE_CHECKING:
-    from conveyor.carrier import Carrier
+    from conveyor.engine.carrier import Carrier
 
 __all__: list[str] = []
 
 _CARRIERS_HOOK: Final = "conveyor_carriers"
 _DEFINITIONS_HOOK: Final = "conveyor_operation_definitions"
 _PACKS_HOOK: Final = "conveyor_kernel_packs"
+_COMMANDS_HOOK: Final = "conveyor_commands"
 _OBSERVERS_HOOK: Final = "conveyor_operation_observers"
 _CARRIER_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
 _API_DECLARATION: Final = re.compile(r"(\d+)\.(\d+)")
@@ -243,9 +245,9 @@ def unregister(manager: pluggy.PluginManager, record: PluginRecord) -> None:
 
 
 def _carrier_base() -> type[Carrier]:
-    # Imported on first use: conveyor.carrier pulls in the policy tables, which
+    # Imported on first use: conveyor.engine.carrier pulls in the policy tables, which
     # ``import conveyor.plugins`` must not pay for.
-    from conveyor.carrier import Carrier
+    from conveyor.engine.carrier import Carrier
 
     return Carrier
 
@@ -297,13 +299,13 @@ def _validate_items(
         raise _Failure(PluginState.BROKEN, msg, hook=hook)
     items = tuple(result)
     if hook == _DEFINITIONS_HOOK:
-        from conveyor.definitions import check_contributed_definition
+        from conveyor.engine.operation_definitions import check_contributed_definition
 
         for item in items:
             check_contributed_definition(item)  # raises inside the hook guard: plugin broken
     if hook == _PACKS_HOOK:
-        from conveyor.carrier_definitions import check_contributed_pack_names
-        from conveyor.definitions import operation_definition
+        from conveyor.engine.carrier_registry import check_contributed_pack_names
+        from conveyor.engine.operation_definitions import operation_definition
 
         own = {getattr(d, "name", None) for d in contributed.get(_DEFINITIONS_HOOK, ())}
 
@@ -312,6 +314,14 @@ def _validate_items(
 
         for item in items:
             check_contributed_pack_names(item, defined)  # raises inside the hook guard
+    if hook == _COMMANDS_HOOK:
+        for item in items:
+            if not isinstance(item, Command):
+                msg = (
+                    f"{what}: contributed {item!r} ({type(item).__name__}); contribute "
+                    f"conveyor.plugins.Command records"
+                )
+                raise _Failure(PluginState.BROKEN, msg, hook=hook)
     if hook == _OBSERVERS_HOOK:
         for item in items:
             if not callable(item):

@@ -13,7 +13,7 @@ from typing import final
 
 import attrs
 
-from conveyor.warnings import ConveyorWarning
+from conveyor.types.warnings import ConveyorWarning
 
 __all__ = [
     "PluginBrokenWarning",

@@ -221,11 +221,11 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
 
     import distributed
 
-    from conveyor.progress import active
+    from conveyor.sdk import progress_active
 
     pending = list(futures)
     bridge = None
-    if active() and pending:
+    if progress_active() and pending:
         from conveyor_dask._progress import Bridge
 
         bridge = Bridge(pending, found.client, f"{operation} on DaskCarrier")

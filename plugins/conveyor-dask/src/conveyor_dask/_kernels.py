@@ -26,11 +26,17 @@ import numpy as np
 
 import conveyor as cv
 from conveyor_dask import _storage
-from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError
-from conveyor_generic.kernels._common import convert, lane_axes, reduced_axes
-from conveyor_generic.kernels.contraction import conv_layouts
-from conveyor_generic.kernels.elementwise import BINARY_KERNELS
-from conveyor_generic.kernels.unary import UNARY_KERNELS
+from conveyor_generic import (
+    BINARY_KERNELS,
+    KERNELS,
+    UNARY_KERNELS,
+    KernelIndexError,
+    KernelValueError,
+    conv_layouts,
+    convert,
+    lane_axes,
+    reduced_axes,
+)
 
 if TYPE_CHECKING:
     import dask.array as da

@@ -12,7 +12,7 @@ from typing import Any
 
 from distributed.diagnostics.progressbar import ProgressBar
 
-from conveyor.progress import report
+from conveyor.sdk import report_progress
 
 __all__ = ["Bridge"]
 
@@ -37,4 +37,4 @@ class Bridge(ProgressBar):  # type: ignore[misc]  # distributed is untyped here 
             done = total
         if (done, total) != self._told:
             self._told = (done, total)
-            report(done, total, self.label)
+            report_progress(done, total, self.label)

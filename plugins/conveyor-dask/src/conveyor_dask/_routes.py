@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.move import span_copy
+from conveyor.sdk import span_copy
 from conveyor_dask import _cluster, _storage
 
 __all__ = ["FromFile", "IntoDask", "OutOfDask", "WithinDask"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.sdk import CONCRETE_DTYPES
 from conveyor_dask import _cluster
 
 if TYPE_CHECKING:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 import conveyor as cv
-from conveyor.definitions import operation_definition
-from conveyor.policy import enumerate_plans
+from conveyor.sdk import enumerate_plans, operation_definition
 from conveyor_dask import _cluster, _kernels, _routes, _storage
 from conveyor_generic import CPU, Generic
 

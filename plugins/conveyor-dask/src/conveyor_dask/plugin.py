@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from conveyor.doctor import add_doctor_section
-from conveyor.plugins import hookimpl
+from conveyor.plugins import add_doctor_section, hookimpl
 
 CONVEYOR_PLUGIN_API = "1.0"
 

@@ -1,13 +1,13 @@
 """SharedMemoryCarrier: slots in a ``multiprocessing.shared_memory`` segment, shareable by name.
 
-The carrier is an open sibling of ``conveyor.Carrier`` and writes no ``Operation``: it
-registers a ``CarrierDefinition`` with a storage provider (one segment per carrier, its space
-reserved up front), a kernel provider (one pattern per planned name, listing every plan: the
-reference kernels of ``conveyor_generic.kernels`` run over read-only views of the segments, so
-inputs are never copied), transfer routes to and from CPU and Generic, and a facet that tells
-other processes where the data lives. The view names, indexing and assignment need no kernel:
-the framework runs them over the storage provider's spans. Conveyor binds, plans, gates,
-validates results and differentiates; this module only stores and computes.
+The carrier is an open sibling of ``conveyor.Carrier`` and writes no ``Operation``: it registers a
+``CarrierDefinition`` with a storage provider (one segment per carrier, its space reserved up
+front), a kernel provider (one pattern per planned name, listing every plan: the reference kernels
+of ``conveyor_generic`` (``run_kernel``) run over read-only views of the segments, so inputs are
+never copied), transfer routes to and from CPU and Generic, and a facet that tells other processes
+where the data lives. The view names, indexing and assignment need no kernel: the framework runs
+them over the storage provider's spans. Conveyor binds, plans, gates, validates results and
+differentiates; this module only stores and computes.
 
 A segment is unlinked when its carrier is released, when the carrier is garbage collected, and
 at interpreter exit, by the process that created it. Another process attaches with
@@ -24,10 +24,8 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor.capabilities import policy_capabilities
-from conveyor.policy import registered_operations
-from conveyor_generic import CPU, Generic
-from conveyor_generic.kernels import run_kernel
+from conveyor.sdk import policy_capabilities, registered_operations
+from conveyor_generic import CPU, Generic, run_kernel
 
 if TYPE_CHECKING:
     # Loaded by the first allocate or attach: with its helpers (secrets, subprocess, signal)

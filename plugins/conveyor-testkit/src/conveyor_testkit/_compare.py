@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import OperationPlan
+from conveyor.sdk import OperationPlan
 
 __all__ = ["Mismatch", "Tolerance", "compare", "tolerance"]
 

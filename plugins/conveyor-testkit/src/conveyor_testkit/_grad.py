@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import OperationPlan
+from conveyor.sdk import OperationPlan
 from conveyor_testkit._compare import Tolerance, _eps, compare
 from conveyor_testkit._inputs import Case, cases_for, options_for, plan_text
 from conveyor_testkit._run import PlanFailure, describe_error

@@ -20,7 +20,7 @@ from typing import Any, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import OperationPlan, operation_spec
+from conveyor.sdk import OperationPlan, operation_spec
 
 __all__ = ["BUILDERS", "SIZES", "Case", "cases_for", "options_for", "plan_keys", "plan_text"]
 

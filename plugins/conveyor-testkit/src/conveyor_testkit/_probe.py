@@ -3,9 +3,9 @@
 The dispatch contract says a refusal happens before any result allocation, compilation or kernel
 entry. The probe wraps, for the duration of one call, the places where work starts: the carrier
 class's ``allocate`` and ``_allocate`` hooks, every other carrier class's ``allocate``, the
-``allocate`` of a definition's storage provider, ``Tensor._wrap`` (every shipped way of
-publishing a result tensor) and the operation's own ``_forward`` hook. Anything recorded while a
-refused call ran is a violation.
+``allocate`` of a definition's storage provider and the operation's own ``_forward`` hook (a
+definition-free carrier publishes results only from inside ``_forward``). Anything recorded
+while a refused call ran is a violation.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 import conveyor as cv
-from conveyor.definitions import carrier_definition
-from conveyor.tensor import Tensor
+from conveyor.sdk import carrier_definition
 
 __all__ = ["record_work"]
 
@@ -50,7 +49,6 @@ def record_work(cls: type[cv.Carrier], operation: cv.Operation | None) -> Iterat
         for attr in ("allocate", "_allocate"):
             label = f"{cls.__name__}.{attr}"
             patch.setattr(cls, attr, _class_hook(events, label, getattr(cls, attr)))
-        patch.setattr(Tensor, "_wrap", _class_hook(events, "Tensor._wrap", Tensor._wrap))
         # Any other carrier class allocating counts too (a scratch buffer on CPU is still work).
         base = cv.Carrier.__dict__["allocate"].__func__
 

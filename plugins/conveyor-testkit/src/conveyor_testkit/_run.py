@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import OperationPlan
+from conveyor.sdk import OperationPlan
 from conveyor_testkit._compare import compare, tolerance
 from conveyor_testkit._inputs import Case, cases_for, operand_arrays, options_for, plan_text
 from conveyor_testkit._probe import record_work

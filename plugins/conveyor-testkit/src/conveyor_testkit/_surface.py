@@ -18,7 +18,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor import plugins
-from conveyor.policy import OperationPlan
+from conveyor.sdk import OperationPlan
 from conveyor_testkit._inputs import Case
 
 __all__ = ["Surface", "tile_shape_for", "tiled_surface"]

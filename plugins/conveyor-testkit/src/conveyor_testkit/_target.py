@@ -17,8 +17,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor import plugins
-from conveyor.capabilities import CapabilitySet
-from conveyor.dtypes import CONCRETE_DTYPES
+from conveyor.sdk import CONCRETE_DTYPES, CapabilitySet
 from conveyor_testkit._surface import TILED, Surface, tier_classes, tiled_surface
 
 __all__ = ["Target", "make_tensor", "resolve_target"]

@@ -242,7 +242,7 @@ def _skip_reason(target: Target | None, oracle: bool = False) -> str | None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``conveyor_operation`` by the names the carrier advertises, and
     ``conveyor_differentiable_operation`` by those of them that have a gradient rule."""
-    from conveyor.gradients import differentiable_operations
+    from conveyor.sdk import differentiable_operations
 
     for fixture in ("conveyor_operation", "conveyor_differentiable_operation"):
         if fixture not in metafunc.fixturenames:

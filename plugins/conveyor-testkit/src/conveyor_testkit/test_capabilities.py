@@ -1,6 +1,6 @@
 """The carrier's advertised capabilities agree with the central dtype-policy registry.
 
-Every advertised capability must be exactly a plan ``conveyor.policy.enumerate_plans()`` returns
+Every advertised capability must be exactly a plan ``conveyor.sdk.enumerate_plans()`` returns
 for a registered name (so central resolution can ever ask for it), and the capability gate must
 answer from that set: supported plans pass, the others raise ``UnsupportedOperationPlan``.
 """
@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans, is_planned
+from conveyor.sdk import enumerate_plans, is_planned
 from conveyor_testkit._inputs import plan_text
 from conveyor_testkit._target import Target
 from conveyor_testkit.test_dispatch_contract import _fail
@@ -70,7 +70,7 @@ class TestCapabilitiesMatchTheRegistry:
     def test_advertised_names_are_registered(self, conveyor_target: Target) -> None:
         """Every advertised operation name is a planned name of the central registry."""
         unknown = [
-            f"{name!r} is not in conveyor.policy.registered_operations()"
+            f"{name!r} is not in conveyor.sdk.registered_operations()"
             for name in conveyor_target.supported_names()
             if not is_planned(name)
         ]

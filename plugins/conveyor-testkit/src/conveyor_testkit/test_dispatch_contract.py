@@ -14,8 +14,13 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.dtypes import CONCRETE_DTYPES
-from conveyor.policy import OperationPlan, enumerate_plans, operation_spec, registered_operations
+from conveyor.sdk import (
+    CONCRETE_DTYPES,
+    OperationPlan,
+    enumerate_plans,
+    operation_spec,
+    registered_operations,
+)
 from conveyor_testkit._inputs import Case, cases_for, plan_text
 from conveyor_testkit._probe import record_work
 from conveyor_testkit._run import describe_error

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conveyor.policy import enumerate_plans
+from conveyor.sdk import enumerate_plans
 from conveyor_testkit._grad import check_gradients, gradient_plans
 from conveyor_testkit._target import Target
 from conveyor_testkit.plugin import Report

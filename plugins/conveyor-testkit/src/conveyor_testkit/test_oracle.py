@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conveyor.policy import enumerate_plans, is_planned
+from conveyor.sdk import enumerate_plans, is_planned
 from conveyor_testkit._run import check_plan
 from conveyor_testkit._target import Target
 from conveyor_testkit.plugin import Report

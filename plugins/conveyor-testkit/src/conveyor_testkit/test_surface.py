@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import conveyor as cv
-from conveyor.policy import registered_operations
+from conveyor.sdk import registered_operations
 from conveyor_testkit._probe import record_work
 from conveyor_testkit._surface import Surface
 from conveyor_testkit._target import Target

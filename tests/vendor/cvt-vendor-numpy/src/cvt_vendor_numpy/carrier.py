@@ -10,7 +10,7 @@ path) need nothing more; gradients are the central VJPs.
 import numpy as np
 
 import conveyor as cv
-from conveyor.policy import enumerate_plans, registered_operations
+from conveyor.types.policy import enumerate_plans, registered_operations
 from conveyor_generic.kernels import run_kernel
 
 

@@ -1,0 +1,280 @@
+"""Definition-backed dispatch: the fresh operation a definition-backed carrier class returns.
+
+A carrier class registered with a ``CarrierDefinition`` (``conveyor.engine.carrier_registry``)
+dispatches a fresh ``DefinitionOperation`` bound to the central ``OperationDefinition`` and the
+exact carrier; calling it binds and resolves centrally, runs the capability gate (derived from
+the carrier's kernel patterns), and only then lets a provider prepare and execute. Provider
+results are checked against the invocation before anything is published; gradients come only
+from the central VJP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from conveyor.engine.carrier_registry import CarrierDefinition, _Sealed, _sealed, carrier_definition
+from conveyor.engine.operation import Operation
+from conveyor.engine.operation_definitions import (
+    BoundCall,
+    OperationDefinition,
+    ResolvedInvocation,
+    _NonDifferentiable,
+    operation_definition,
+)
+from conveyor.engine.providers import (
+    KernelExecutionInterface,
+    KernelPattern,
+    PreparedComposite,
+    ProviderContractError,
+    ProviderResult,
+    StorageProvider,
+    Unsupported,
+)
+from conveyor.engine.tensor import Tensor
+from conveyor.engine.views import contiguous_copy, view_result
+from conveyor.types.options import OperationExecutionOptions
+from conveyor.types.policy import VIEW_OPERATIONS, is_planned
+
+if TYPE_CHECKING:
+    from conveyor.engine.carrier import Carrier
+
+from conveyor.engine.carrier import storage_only_refusal
+
+__all__ = ["DefinitionOperation", "dispatch_definition"]
+
+
+class DefinitionOperation(Operation):
+    """The fresh operation a definition-backed carrier dispatches (never subclassed by vendors).
+
+    ``forward`` runs the ordinary lifecycle (options, plan, capability gate, saved inputs); then
+    ``_forward`` binds and resolves centrally, lets the provider prepare and execute the
+    ``invocation``, and validates its result before publishing. ``backward`` is the central VJP.
+    """
+
+    invocation: ResolvedInvocation | None = None
+    _ran_kernel: bool = False  # kernels read saved inputs as they are; composites may lower
+    _in_vjp: bool = False
+
+    def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
+        self.definition = definition
+        self._table = sealed
+
+    def _execute(
+        self,
+        inputs: tuple[Any, ...],
+        options: Any,
+        unexpected: dict[str, Any],
+        attach: bool,
+    ) -> Any:
+        # A non-differentiable definition never becomes an autograd node.
+        return super()._execute(
+            inputs, options, unexpected, attach and self.definition.differentiable
+        )
+
+    def _save(self, inputs: tuple[Any, ...]) -> None:
+        super()._save(inputs)
+        # Only operands the VJP reads are version-checked; set again once resolved.
+        self._saved_versions = ()
+        self._pending_save = True
+
+    def _forward(self, *inputs: Any, options: OperationExecutionOptions | None) -> Any:
+        carrier = self._dispatch_carrier
+        assert carrier is not None  # dispatched
+        cls = type(carrier)
+        definition = self.definition
+        call = definition.bind(cls, inputs, options)
+        call = BoundCall(call.operation, call.operands, call.options, self.plan, carrier=cls)
+        invocation = definition.resolve(call)
+        if not isinstance(invocation, ResolvedInvocation) or (
+            invocation.operands is not inputs
+            or invocation.options is not options
+            or invocation.plan is not self.plan
+            or invocation.operation != definition.name
+        ):
+            msg = (
+                f"{definition.name} on {cls.__name__}: the definition's resolve must return "
+                f"call.resolved(...) for the call it was given, got {invocation!r}"
+            )
+            raise TypeError(msg)
+        self.invocation = invocation
+        if getattr(self, "_pending_save", False):
+            self._saved_versions = tuple(
+                (inputs[i], inputs[i].version)
+                for i in invocation.saved
+                if type(inputs[i]) is Tensor
+            )
+        pattern = self._pattern(invocation)
+        if pattern is not None:
+            self._ran_kernel = True
+            return self._run_kernel(carrier, pattern, invocation)
+        if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
+            return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
+        return self._run_composite(carrier, invocation)
+
+    def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
+        if invocation.plan is not None:
+            return self._table.pattern(invocation.plan)
+        return self._table.unplanned.get(invocation.operation)
+
+    def _run_kernel(
+        self, carrier: Carrier, pattern: KernelPattern, invocation: ResolvedInvocation
+    ) -> Any:
+        context = KernelExecutionInterface(carrier, invocation)
+        try:
+            result = pattern.kernel(context)
+            return _publish(invocation, type(carrier), result, (type(carrier),))
+        except BaseException:
+            for allocated in context._allocated:
+                allocated.release()
+            raise
+        finally:
+            context._allocated.clear()
+
+    def _run_composite(self, carrier: Carrier, invocation: ResolvedInvocation) -> Any:
+        cls = type(carrier)
+        composite = carrier_definition(cls).composite  # type: ignore[union-attr]  # sealed
+        if composite is None:  # the gate passed, so only an unplanned name can get here
+            msg = f"{invocation.operation} on {cls.__name__}: no kernel pattern matches the call"
+            raise NotImplementedError(msg)
+        prepared = composite.prepare(carrier, invocation)
+        if isinstance(prepared, Unsupported):
+            msg = f"{invocation.operation} on {cls.__name__}: {prepared.reason}"
+            raise NotImplementedError(msg)
+        if not isinstance(prepared, PreparedComposite):
+            reason = (
+                f"prepare returned {type(prepared).__name__}; return PreparedComposite or "
+                f"Unsupported"
+            )
+            raise ProviderContractError(invocation.operation, cls, reason)
+        result = prepared.execute()
+        return _publish(invocation, cls, result, composite.result_carriers)
+
+    @property
+    def saved_inputs(self) -> tuple[Any, ...]:
+        """The saved inputs; a composite's ``lower_saved`` lowers its own outer tensors."""
+        saved = super().saved_inputs
+        carrier = self._dispatch_carrier
+        if not self._in_vjp or carrier is None or self._ran_kernel:
+            return saved
+        definition = carrier_definition(type(carrier))
+        lower = definition.composite.lower_saved if definition and definition.composite else None
+        if lower is None:
+            return saved
+        cls = type(carrier)
+        return tuple(
+            _lowered(lower, carrier, x) if type(x) is Tensor and type(x._carrier) is cls else x
+            for x in saved
+        )
+
+    def backward(self, gradient: Any) -> tuple[Tensor | None, ...]:
+        """The central VJP of the definition: providers never supply gradient math."""
+        vjp = self.definition.vjp
+        if isinstance(vjp, _NonDifferentiable):
+            carrier = getattr(self._dispatch_carrier_class, "__name__", "?")
+            msg = f"{self._operation_name} on {carrier}: the operation is not differentiable"
+            raise NotImplementedError(msg)
+        self._in_vjp = True  # only the VJP's own reads lower (the engine's checks do not)
+        try:
+            return vjp(self, gradient)
+        finally:
+            self._in_vjp = False
+
+
+def _lowered(lower: Callable[[Any, Tensor], Tensor], carrier: Any, x: Tensor) -> Tensor:
+    """A saved outer tensor as the composite lowers it, keeping whether it wants a gradient."""
+    low = lower(carrier, x)
+    if x.requires_grad:
+        low.requires_grad = True
+    return low
+
+
+def _publish(
+    invocation: ResolvedInvocation,
+    cls: type,
+    result: object,
+    result_carriers: tuple[type, ...],
+) -> Tensor | tuple[Tensor, ...]:
+    """The provider's outputs after checking them against the invocation, else the error."""
+
+    def broken(reason: str) -> ProviderContractError:
+        return ProviderContractError(invocation.operation, cls, reason)
+
+    if not isinstance(result, ProviderResult):
+        raise broken(f"it returned {type(result).__name__}, not a ProviderResult")
+    if result.completion is not None and not result.completion.done():
+        result.completion.wait()
+    outputs, specs = result.outputs, invocation.results
+    if len(outputs) != len(specs):
+        raise broken(f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}")
+    inputs = {id(x._carrier) for x in invocation.operands if type(x) is Tensor}
+    seen: set[int] = set()
+    for i, (out, spec) in enumerate(zip(outputs, specs, strict=True)):
+        if type(out) is not Tensor:
+            raise broken(f"result {i} is {type(out).__name__}, not a Tensor")
+        if out.dtype is not spec.dtype:
+            raise broken(f"result {i} has dtype {out.dtype.name}, expected {spec.dtype.name}")
+        if out.shape != spec.shape:
+            raise broken(f"result {i} has shape {out.shape}, expected {spec.shape}")
+        if out.layout != spec.layout:
+            raise broken(f"result {i} has layout {out.layout!r}, expected {spec.layout!r}")
+        if spec.alias is not None:
+            if out._carrier is not invocation.operands[spec.alias]._carrier:
+                raise broken(f"result {i} must alias operand {spec.alias}, it does not")
+            continue
+        if type(out._carrier) not in result_carriers:
+            expected = " or ".join(c.__name__ for c in result_carriers)
+            raise broken(f"result {i} lives on {type(out._carrier).__name__}, expected {expected}")
+        if id(out._carrier) in inputs or id(out._carrier) in seen:
+            raise broken(f"result {i} aliases an operand or another result; it must be fresh")
+        seen.add(id(out._carrier))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _has_storage(cls: type) -> bool:
+    definition = carrier_definition(cls)
+    return definition is not None and isinstance(definition.storage, StorageProvider)
+
+
+def _span_view(carrier: Carrier, invocation: ResolvedInvocation) -> ProviderResult:
+    """A view name executed by the framework over a carrier's storage provider.
+
+    The shared view algebra (``conveyor.engine.views``) with the span copy: an alias when a
+    layout expresses the view, else the operand's span exported, reordered in NumPy and imported
+    into a fresh carrier of the same class, so a vendor needs no view kernels.
+    """
+    (x,) = invocation.operands
+    name = invocation.operation
+    options = invocation.options or OperationExecutionOptions(name)
+    return ProviderResult(view_result(name, x, options, contiguous_copy))
+
+
+def dispatch_definition(
+    carrier: Carrier, definition: CarrierDefinition, operation_name: str
+) -> Operation:
+    """The definition-backed dispatch path of ``Carrier.dispatch_op``.
+
+    Raises:
+        NotImplementedError: the definition is storage-only, the name has no central
+            definition, or the carrier's providers do not cover it.
+    """
+    cls = type(carrier)
+    central = operation_definition(operation_name)
+    if operation_name in VIEW_OPERATIONS and isinstance(definition.storage, StorageProvider):
+        assert central is not None  # every view name has a built-in definition
+        return (definition.operation_class or DefinitionOperation)(
+            central, _sealed(cls, definition)
+        )
+    if definition.is_storage_only and (central is not None or is_planned(operation_name)):
+        raise storage_only_refusal(operation_name, cls)
+    if central is None:
+        msg = f"{operation_name} on {cls.__name__}: no central operation definition has this name"
+        raise NotImplementedError(msg)
+    sealed = _sealed(cls, definition)
+    if not sealed.covers(operation_name):
+        msg = (
+            f"{operation_name} on {cls.__name__}: the carrier's kernel and composite providers "
+            f"cover no invocation of this operation"
+        )
+        raise NotImplementedError(msg)
+    return (definition.operation_class or DefinitionOperation)(central, sealed)

@@ -1,0 +1,397 @@
+"""Providers: the records and bases a definition-backed carrier plugs into its CarrierDefinition.
+
+A sibling carrier that registers a ``CarrierDefinition`` never writes an ``Operation``. It
+supplies *providers*: storage (slots of one dtype), kernels (patterns naming the exact plans
+they execute), transfers (bulk copies to and from other carriers), an optional composite
+(execution through other carriers) and facets (optional, typed extra contracts). The framework
+owns everything around them: binding, central resolution, the capability gate, result
+validation, autograd. This module only declares what a provider is;
+``conveyor.engine.definition_dispatch`` drives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+
+from conveyor.engine.tensor import Tensor
+from conveyor.types.capabilities import CapabilitySet, OperationCapability
+from conveyor.types.dtypes import DType
+from conveyor.types.layout import Layout
+from conveyor.types.policy import OperationPlan
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from conveyor.engine.carrier import Carrier
+    from conveyor.engine.operation_definitions import ResolvedInvocation
+
+__all__ = [
+    "CarrierFacet",
+    "CompositeProvider",
+    "KernelExecutionInterface",
+    "KernelPack",
+    "KernelPattern",
+    "KernelProvider",
+    "PreparedComposite",
+    "ProviderCompletion",
+    "ProviderContractError",
+    "ProviderResult",
+    "StorageProvider",
+    "TransferProvider",
+    "TransferRoute",
+    "Unsupported",
+]
+
+
+class ProviderContractError(RuntimeError):
+    """A provider returned something that contradicts the central resolved invocation.
+
+    Raised after the provider ran and before anything is published: the results it produced are
+    dropped (and released when the framework allocated them). ``operation`` is the dispatch
+    name and ``carrier`` the exact dispatch carrier class.
+    """
+
+    __module__ = "conveyor"
+
+    def __init__(self, operation: str, carrier: type, reason: str) -> None:
+        self.operation = operation
+        self.carrier = carrier
+        self.reason = reason
+        msg = (
+            f"{operation} on {carrier.__name__}: the provider broke its contract: {reason}; "
+            f"nothing was published"
+        )
+        super().__init__(msg)
+
+
+class StorageProvider:
+    """Open base of storage providers: one opaque *handle* per carrier instance.
+
+    Override ``supports_dtype``, ``physical_size``, ``allocate``, ``release``, ``read`` and
+    ``write``; override ``export_span`` / ``import_span`` for bulk copies (the defaults go slot by
+    slot through ``read`` / ``write``, which is correct but slow). The framework checks that the
+    handle belongs to a live instance of the exact registered class, that the carrier is mutable
+    before writes, and that indices and layouts are in range, before calling any method.
+    """
+
+    def supports_dtype(self, dtype: DType) -> bool:
+        """Whether slots of ``dtype`` can be stored (the framework asks before ``allocate``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement supports_dtype")
+
+    def physical_size(self, size: int, dtype: DType) -> int:
+        """Bytes ``allocate(size, dtype)`` reserves (for reports and budgets)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement physical_size")
+
+    def allocate(self, size: int, dtype: DType, **options: Any) -> Any:
+        """A handle to ``size`` zero-filled slots of ``dtype``; ``options`` come from allocate."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement allocate")
+
+    def release(self, handle: Any) -> None:
+        """Free the storage behind ``handle``; called at most once per handle."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement release")
+
+    def read(self, handle: Any, index: int) -> Any:
+        """The value of slot ``index`` as a Python scalar."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement read")
+
+    def write(self, handle: Any, index: int, value: Any) -> None:
+        """Store ``value`` in slot ``index``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement write")
+
+    def mutable(self, handle: Any) -> bool:
+        """Whether writes are allowed (default: yes)."""
+        return True
+
+    def export_span(self, handle: Any, layout: Layout, dtype: DType) -> np.ndarray[Any, Any]:
+        """The slots under ``layout`` as a NumPy array (a copy or a read-only view)."""
+        import numpy as np
+
+        flat = [self.read(handle, i) for i in _slots(layout)]
+        return np.asarray(flat, dtype=dtype.numpy).reshape(layout.shape)
+
+    def import_span(
+        self, handle: Any, layout: Layout, dtype: DType, values: np.ndarray[Any, Any]
+    ) -> None:
+        """Write ``values`` (shaped like ``layout``) into the slots under ``layout``."""
+        for index, value in zip(_slots(layout), values.reshape(-1).tolist(), strict=True):
+            self.write(handle, index, value)
+
+
+def _slots(layout: Layout) -> list[int]:
+    """The flat slot index of every element of ``layout``, in row-major order."""
+    import itertools
+
+    return [
+        layout.offset + sum(i * s for i, s in zip(index, layout.strides, strict=True))
+        for index in itertools.product(*(range(n) for n in layout.shape))
+    ]
+
+
+def _capabilities(
+    values: Iterable[OperationPlan | OperationCapability],
+) -> tuple[Any, ...] | CapabilitySet:
+    if type(values) is CapabilitySet:
+        return values  # kept as it is: a rule-declared set builds each name on first query
+    found = []
+    for value in values:
+        if isinstance(value, OperationPlan):
+            value = OperationCapability.from_plan(value)
+        if not isinstance(value, OperationCapability):
+            msg = (
+                f"plans must be OperationPlan or OperationCapability records, got {value!r} "
+                f"({type(value).__name__})"
+            )
+            raise TypeError(msg)
+        found.append(value)
+    return tuple(found)
+
+
+def _patterns(values: Iterable[KernelPattern]) -> tuple[KernelPattern, ...]:
+    return tuple(values)
+
+
+def _routes(values: Iterable[TransferRoute]) -> tuple[TransferRoute, ...]:
+    return tuple(values)
+
+
+def _classes(values: Iterable[type]) -> tuple[type, ...]:
+    return tuple(values)
+
+
+def _facets(values: Iterable[type[CarrierFacet]]) -> tuple[type[CarrierFacet], ...]:
+    return tuple(values)
+
+
+def _is_callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not callable(value):
+        msg = (
+            f"{type(instance).__name__}: {attribute.name} must be callable, got {value!r} "
+            f"({type(value).__name__})"
+        )
+        raise TypeError(msg)
+
+
+def _instances_of(kind: type) -> Callable[[object, attrs.Attribute[Any], tuple[Any, ...]], None]:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+        for item in value:
+            if not isinstance(item, kind):
+                msg = (
+                    f"{type(instance).__name__}: {attribute.name} must hold {kind.__name__} "
+                    f"records, got {item!r} ({type(item).__name__})"
+                )
+                raise TypeError(msg)
+
+    return check
+
+
+@final
+@attrs.frozen(kw_only=True)
+class KernelPattern:
+    """One kernel and the exact invocations it executes.
+
+    For a dtype-planned operation ``plans`` lists every exact plan the kernel executes (plans or
+    capabilities, or a ``CapabilitySet``: one declared ``by_rule`` is built only when the name
+    is first queried); they become the carrier's capability set. For an unplanned operation (a view,
+    a custom ``define_operation``) ``plans`` is empty and the pattern matches every invocation.
+    ``kernel(context)`` receives a ``KernelExecutionInterface`` and returns a ``ProviderResult``.
+    """
+
+    operation: str = attrs.field(validator=attrs.validators.instance_of(str))
+    kernel: Callable[[KernelExecutionInterface], ProviderResult] = attrs.field(
+        validator=_is_callable
+    )
+    plans: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
+        default=(), converter=_capabilities
+    )
+
+    def __attrs_post_init__(self) -> None:
+        plans = self.plans
+        names = (
+            sorted(plans.names) if type(plans) is CapabilitySet else [c.operation for c in plans]
+        )
+        for name in names:
+            if name != self.operation:
+                msg = f"KernelPattern for {self.operation}: a plan of {name} cannot belong to it"
+                raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class KernelProvider:
+    """The kernels of a definition-backed carrier, as patterns."""
+
+    patterns: tuple[KernelPattern, ...] = attrs.field(
+        converter=_patterns, validator=_instances_of(KernelPattern)
+    )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class KernelPack:
+    """Patterns a distribution adds to an existing definition-backed carrier class.
+
+    Registered with ``register_kernel_pack`` or contributed through the plugin hook
+    ``conveyor_kernel_packs``; a pack counts only if it is known when the class is sealed (its
+    first observation), and it may not cover a plan or operation the class already covers.
+    """
+
+    name: str = attrs.field(validator=attrs.validators.instance_of(str))
+    carrier: type = attrs.field(validator=attrs.validators.instance_of(type))
+    patterns: tuple[KernelPattern, ...] = attrs.field(
+        converter=_patterns, validator=_instances_of(KernelPattern)
+    )
+
+
+@final
+@attrs.frozen
+class ProviderCompletion:
+    """How the framework waits for asynchronous provider work before publishing its results.
+
+    ``done()`` says whether the work finished; ``wait()`` blocks until it has (and raises what
+    the work raised). The framework waits before validating and publishing, so callers always
+    see finished results.
+    """
+
+    done: Callable[[], bool] = attrs.field(validator=_is_callable)
+    wait: Callable[[], None] = attrs.field(validator=_is_callable)
+
+
+def _outputs(value: Tensor | Iterable[Tensor]) -> tuple[Any, ...]:
+    return (value,) if isinstance(value, Tensor) else tuple(value)
+
+
+@final
+@attrs.frozen
+class ProviderResult:
+    """What a kernel or prepared composite returns: one tensor per result spec, in order."""
+
+    outputs: tuple[Tensor, ...] = attrs.field(converter=_outputs)
+    completion: ProviderCompletion | None = attrs.field(default=None, kw_only=True)
+
+
+@final
+class KernelExecutionInterface:
+    """What a kernel sees: the carrier, the resolved invocation, and result allocation.
+
+    Mutable on purpose: it records the result carriers it allocated so the framework can release
+    them when the kernel fails or breaks its contract. One instance serves exactly one call.
+    """
+
+    __slots__ = ("_allocated", "carrier", "invocation")
+
+    def __init__(self, carrier: Carrier, invocation: ResolvedInvocation) -> None:
+        self.carrier = carrier
+        self.invocation = invocation
+        self._allocated: list[Carrier] = []
+
+    def __repr__(self) -> str:
+        where = f"{self.invocation.operation} on {type(self.carrier).__name__}"
+        return f"<KernelExecutionInterface {where}>"
+
+    @property
+    def operands(self) -> tuple[Any, ...]:
+        """The bound positional operands (Tensors, Python scalars, ``None``)."""
+        return self.invocation.operands
+
+    def allocate_result(self, index: int) -> Tensor:
+        """A fresh zero-filled result tensor for result spec ``index`` on the dispatch class."""
+        spec = self.invocation.results[index]
+        if spec.alias is not None:
+            msg = (
+                f"{self.invocation.operation}: result {index} aliases operand {spec.alias}; "
+                f"build it with alias_result({index})"
+            )
+            raise ValueError(msg)
+        carrier = type(self.carrier).allocate(max(spec.layout.size, 0), spec.dtype)
+        self._allocated.append(carrier)
+        return Tensor._wrap(carrier, spec.layout, spec.dtype)
+
+    def alias_result(self, index: int) -> Tensor:
+        """The view that result spec ``index`` declares over its aliased operand."""
+        spec = self.invocation.results[index]
+        if spec.alias is None:
+            msg = f"{self.invocation.operation}: result {index} is fresh, not an alias"
+            raise ValueError(msg)
+        source = self.invocation.operands[spec.alias]
+        return Tensor._wrap(source.carrier, spec.layout, spec.dtype)
+
+
+class TransferProvider:
+    """Open base of bulk copies between a definition-backed carrier and another carrier class."""
+
+    def transfer(self, source: Tensor, destination: type[Carrier], **options: Any) -> Tensor:
+        """A new contiguous ``destination`` tensor with ``source``'s shape, dtype and values."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement transfer")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TransferRoute:
+    """One exact ``(source class, destination class)`` route; ``cv.move`` takes it."""
+
+    source: type = attrs.field(validator=attrs.validators.instance_of(type))
+    destination: type = attrs.field(validator=attrs.validators.instance_of(type))
+    provider: TransferProvider = attrs.field(
+        validator=attrs.validators.instance_of(TransferProvider)
+    )
+
+
+@final
+@attrs.frozen
+class Unsupported:
+    """A composite provider declines an invocation; ``reason`` goes into the refusal."""
+
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+
+@final
+@attrs.frozen
+class PreparedComposite:
+    """Composite work ready to run: ``execute()`` returns the ``ProviderResult``."""
+
+    execute: Callable[[], ProviderResult] = attrs.field(validator=_is_callable)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CompositeProvider:
+    """Execution through other carriers, for an outer definition-backed carrier.
+
+    ``capabilities`` are the exact plans the outer carrier advertises through it (records, or
+    a ``CapabilitySet``, kept lazy when declared by rule);
+    ``result_carriers`` the carrier classes its results may live on (the declared dense compute
+    carriers); ``prepare(carrier, invocation)`` sees the immutable invocation only after the
+    capability gate, and returns ``PreparedComposite`` or ``Unsupported``.
+    ``lower_saved(carrier, tensor)``, when given, is how the central VJP reads a saved outer
+    operand: outer tensors the VJP's public functions cannot run on (a tiled tensor) are
+    lowered to a result-carrier tensor first; the VJP itself stays the central one.
+    """
+
+    capabilities: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
+        converter=_capabilities
+    )
+    result_carriers: tuple[type, ...] = attrs.field(converter=_classes)
+    prepare: Callable[[Carrier, ResolvedInvocation], PreparedComposite | Unsupported] = attrs.field(
+        validator=_is_callable
+    )
+    lower_saved: Callable[[Carrier, Tensor], Tensor] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_is_callable)
+    )
+
+
+class CarrierFacet:
+    """Open base of optional typed contracts a carrier offers (``carrier.facet(T)``).
+
+    A ``CarrierDefinition`` lists facet classes; ``carrier.facet(T)`` builds the first listed
+    subclass of ``T`` around the carrier, or returns ``None``; ``require_facet(T)`` raises
+    instead. Facets keep extras (a shared-memory name, a device handle) out of the core.
+    """
+
+    def __init__(self, carrier: Carrier) -> None:
+        self.carrier = carrier
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {type(self.carrier).__name__}>"
