@@ -29,7 +29,6 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402  # after the sys.path fix
 
 import conveyor as cv  # noqa: E402
-from conveyor.engine import functional as F  # noqa: E402
 
 N = 4096
 REPEATS = 5
@@ -138,13 +137,13 @@ def main() -> None:
               f"{'vs numpy':>9}   (ms)")  # fmt: skip
         row(
             f"reduce_sum {N}^2 float64",
-            best(lambda: F.reduce_sum(x).item(), client),
+            best(lambda: cv.reduce_sum(x).item(), client),
             best_local(lambda: a.sum()),
             best(lambda: client.compute(plain.sum()).result(), client),
         )
 
         def conveyor_matmul() -> None:
-            F.matmul(x, x)
+            cv.matmul(x, x)
 
         def dask_matmul() -> None:
             distributed.wait(client.persist(plain @ plain))
@@ -162,10 +161,10 @@ def main() -> None:
         tiny_plain = client.persist(da.ones(4, chunks=4))
         distributed.wait(tiny_plain)
         tiny_cpu = cv.tensor(np.ones(4), carrier="cpu")
-        tiny_cpu_carrier = per_call({"cpu": lambda: F.add(tiny_cpu, 1.0)}, 2000)["cpu"]
+        tiny_cpu_carrier = per_call({"cpu": lambda: cv.add(tiny_cpu, 1.0)}, 2000)["cpu"]
         tiny = per_call(
             {
-                "conveyor": lambda: F.add(tiny, float(next(scalars))),
+                "conveyor": lambda: cv.add(tiny, float(next(scalars))),
                 "dask": lambda: distributed.wait(client.persist(tiny_plain + float(next(scalars)))),
             }
         )
@@ -208,7 +207,7 @@ def file_backed_reduction() -> None:
         del values
         start = time.perf_counter()
         there = cv.move(source, DaskCarrier)
-        got = F.reduce_sum(there).item()
+        got = cv.reduce_sum(there).item()
         took = time.perf_counter() - start
         print(
             f"\nFileBacked reduce_sum: {elements * 8 / 2**20:.0f} MiB file, worker memory limit "

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import conveyor as cv
-from conveyor.types.policy import enumerate_plans
+from conveyor.sdk import enumerate_plans
 
 
 class _NoWorkCarrier(cv.Carrier):

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 import conveyor as cv
-from conveyor.engine.move import move
+from conveyor import move
 from conveyor_generic import CPU
 from conveyor_storage import BlockDevice, BlockDeviceCarrier, Evictable, FileBacked
 

@@ -70,7 +70,7 @@ class TestBrokenCarriersFail:
         run = kit_runs["overclaim"]
         summary = run.summary()
         assert run.returncode == 1, run.output[-4000:]
-        assert "'frobnicate' is not in conveyor.types.policy.registered_operations()" in summary
+        assert "'frobnicate' is not in conveyor.sdk.registered_operations()" in summary
         assert "FAILED TestCapabilitiesMatchTheRegistry::test_every_capability_is_a_central" in (
             summary
         )

@@ -198,7 +198,7 @@ class TestOperationSpec:
         """An unregistered name raises NotImplementedError saying it is not in the registry."""
         message = (
             f"{name!r}: not in the dtype-policy registry; planned operations are listed by "
-            "conveyor.types.policy.registered_operations() (view names such as 'reshape' are not "
+            "conveyor.registered_operations() (view names such as 'reshape' are not "
             "planned)."
         )
         with refusal(NotImplementedError, message):
@@ -210,7 +210,7 @@ class TestResolvePlanRefusals:
         """An unregistered name is refused before anything else is looked at."""
         message = (
             "'frobnicate': not in the dtype-policy registry; planned operations are listed by "
-            "conveyor.types.policy.registered_operations() (view names such as 'reshape' are not "
+            "conveyor.registered_operations() (view names such as 'reshape' are not "
             "planned)."
         )
         with refusal(NotImplementedError, message):

@@ -44,7 +44,7 @@ class TestPluginImportIsCheap:
     def test_the_carrier_modules_declare_capabilities_without_enumerating_plans(self) -> None:
         out = run(
             "import conveyor_generic.cpu, conveyor_generic.generic\n"
-            "from conveyor import policy\n"
+            "from conveyor.types import policy\n"
             "print(len(policy._ENUMERATED))"
         )
         assert out == "0"
@@ -54,7 +54,7 @@ class TestPluginImportIsCheap:
             "import numpy as np\n"
             "from conveyor_generic import CPU\n"
             "import conveyor as cv\n"
-            "from conveyor import policy\n"
+            "from conveyor.types import policy\n"
             "t = cv.tensor(np.ones(2, np.float32), carrier=CPU)\n"
             "(t + t).numpy()\n"
             "print(sorted(k for k in policy._ENUMERATED if k is not None))"

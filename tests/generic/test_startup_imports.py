@@ -66,7 +66,7 @@ class TestStartupImports:
         out = run(
             "import conveyor_dask.carrier, conveyor_shm.carrier, conveyor_storage\n"
             "import conveyor_metal.metal\n"
-            "from conveyor import policy\n"
+            "from conveyor.types import policy\n"
             "print(len(policy._ENUMERATED))"
         )
         assert out == "0"

@@ -43,7 +43,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 @pytest.fixture
 def greeting(plugin_env: PluginEnvironment) -> PluginEnvironment:
     """A loaded plugin contributing the ``greet`` command."""
-    plugin_env.plugin("greeter", _GREET, api="1.1")
+    plugin_env.plugin("greeter", _GREET)
     set_default_host(plugin_env.host())
     return plugin_env
 
@@ -122,7 +122,7 @@ class TestCommandConflicts:
             "    return [Command(name='doctor', summary='x', run=lambda a: 7),\n"
             "            Command(name='other', summary='y', run=lambda a: 5)]\n"
         )
-        plugin_env.plugin("usurper", source, api="1.1")
+        plugin_env.plugin("usurper", source)
         set_default_host(plugin_env.host())
         status, _, err = _run(capsys, "other")
         assert status == 5
@@ -133,7 +133,7 @@ class TestCommandConflicts:
     ) -> None:
         """A hook returning a non-Command marks that plugin broken, naming the record type."""
         source = "@hookimpl\ndef conveyor_commands():\n    return ['greet']\n"
-        plugin_env.plugin("sloppy", source, api="1.1")
+        plugin_env.plugin("sloppy", source)
         host = plugin_env.host()
         (record,) = host.plugins()
         assert record.state is PluginState.BROKEN

@@ -10,7 +10,6 @@ carrier.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -64,4 +63,6 @@ def __getattr__(name: str) -> Any:
     if home is None:
         msg = f"module 'conveyor_generic' has no attribute {name!r}"
         raise AttributeError(msg)
-    return getattr(importlib.import_module(home), name)
+    # __import__ is the import statement's own machinery (importlib.import_module is not), so
+    # `python -X importtime` reports the carrier module a first lookup loads.
+    return getattr(__import__(home, fromlist=[name]), name)

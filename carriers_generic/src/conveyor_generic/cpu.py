@@ -17,7 +17,6 @@ Data moves to and from NumPy and PyTorch without copies: ``np.asarray(t)`` is a 
 
 from __future__ import annotations
 
-import math
 import typing
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
@@ -26,7 +25,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor.sdk import Tensor, VJPOperation, from_numpy, policy_capabilities, publish, wrap
-from conveyor_generic._storage import ArrayStorage, strided_view
+from conveyor_generic._storage import ArrayStorage, aligned_empty, strided_view
 from conveyor_generic._views import VIEW_OPERATIONS
 from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError
 from conveyor_generic.kernels import cpu_runtime as rt
@@ -64,11 +63,14 @@ class CPU(ArrayStorage):
 
     @classmethod
     def wrap(cls, values: _Array, dtype: cv.DType) -> Tensor:
-        """A result tensor owning a 64-byte aligned copy of ``values`` in ``dtype``."""
-        shape = values.shape
-        out = rt.empty(shape, dtype.numpy, math.prod(shape))
+        """A result tensor owning a 64-byte aligned copy of ``values`` in ``dtype``.
+
+        For copies outside the kernels (a view no layout expresses); kernel results are
+        published by ``CPUOperation._forward``.
+        """
+        out = aligned_empty(values.size, dtype.numpy).reshape(values.shape)
         np.copyto(out, values, casting="unsafe")
-        return _publish(out, dtype)
+        return super().wrap(out, dtype)
 
     def _storage_mutable(self) -> bool:
         return bool(self._array.flags.writeable)
@@ -191,23 +193,6 @@ def _layout(shape: tuple[int, ...]) -> cv.Layout:
     return layout
 
 
-def _publish(values: _Array, dtype: cv.DType) -> Tensor:
-    """A kernel's fresh, aligned, C-contiguous result array as a CPU tensor.
-
-    The carrier caches the NumPy view of its result layout, so the next operation reading the
-    result skips building it. ``CPUOperation._forward`` publishes single results the same way,
-    inline.
-    """
-    flat = values if values.ndim == 1 else values.reshape(-1)
-    layout = _LAYOUTS.get(values.shape) or _layout(values.shape)
-    tensor = publish(
-        CPU, {"_array": flat, "_dt": dtype, "_cached": (layout, values)}, layout, dtype
-    )
-    if flat.nbytes >= rt.POOL_MIN_BYTES:
-        _watch(tensor._carrier, flat)
-    return tensor
-
-
 def _watch(carrier: Any, flat: _Array) -> None:
     """Give a pooled result buffer back to the runtime pool when its CPU carrier dies.
 
@@ -287,20 +272,20 @@ class CPUOperation(VJPOperation):
             raise ValueError(f"{name} on CPU: {exc}") from None
         finally:
             _QUIET_RESET(token)
-        if result.__class__ is tuple:
-            return tuple(
-                _publish(values, dtype) for values, dtype in zip(result, plan.outputs, strict=True)
-            )
-        # _publish, inline: every planned call passes here, and a call less is 5% of a tiny add.
-        dtype = plan.outputs[0]
-        flat = result if result.ndim == 1 else result.reshape(-1)
-        layout = _LAYOUTS.get(result.shape) or _layout(result.shape)
-        tensor = publish(
-            CPU, {"_array": flat, "_dt": dtype, "_cached": (layout, result)}, layout, dtype
-        )
-        if flat.nbytes >= rt.POOL_MIN_BYTES:
-            _watch(tensor._carrier, flat)
-        return tensor
+        # Each result is published here with the SDK's one-call publish, and no helper in between
+        # (every planned call passes here; one call is 5% of a tiny add). The carrier caches the
+        # NumPy view of its layout, so the next operation reading the result skips building it.
+        single = result.__class__ is not tuple
+        published = []
+        for values, dtype in zip((result,) if single else result, plan.outputs, strict=True):
+            flat = values if values.ndim == 1 else values.reshape(-1)
+            layout = _LAYOUTS.get(values.shape) or _layout(values.shape)
+            attributes = {"_array": flat, "_dt": dtype, "_cached": (layout, values)}
+            tensor = publish(CPU, attributes, layout, dtype)
+            if flat.nbytes >= rt.POOL_MIN_BYTES:
+                _watch(tensor._carrier, flat)
+            published.append(tensor)
+        return published[0] if single else tuple(published)
 
 
 def _reference(name: str) -> Callable[..., Any]:

@@ -335,10 +335,10 @@ def _lowered(tensor: Tensor, destination: object, options: dict[str, Any]) -> Te
 def move(tensor: Tensor, destination: type[Carrier] | str, /, **options: Any) -> Tensor:
     """A copy of ``tensor``'s values in a fresh, contiguous carrier of class ``destination``.
 
-    ``destination`` is a carrier class or a registered carrier name (``"cpu"``, ``"file"``);
-    a carrier instance is refused, because a move always allocates. Keyword ``options`` go to
-    the destination's ``allocate`` (``move(t, FileBacked, directory=...)``,
-    ``move(t, BlockDeviceCarrier, device=...)``). A move to the tensor's own class is a copy,
+    ``destination`` is a carrier class or a registered carrier name (``"cpu"``); a carrier
+    instance is refused, because a move always allocates. Keyword ``options`` go to the
+    destination's ``allocate`` (a file carrier's ``directory=``, a block carrier's
+    ``device=``). A move to the tensor's own class is a copy,
     so the result never aliases the source.
 
     Differentiable: when ``tensor`` requires grad and grad mode is on, the result's autograd

@@ -106,10 +106,18 @@ def view_result(name: str, x: Tensor, opts: Any, copy: CopyFunction) -> Tensor:
 # -- the central gradients -----------------------------------------------------------------------
 
 
-def _input(op: Operation) -> Tensor:
-    x = op.saved_inputs[0]
-    assert type(x) is Tensor  # a view's only operand
-    return x
+def _source(op: Operation) -> Layout:
+    """The layout of the view's operand: the rules need nothing else of it.
+
+    The definition-free view classes record it at forward, so their backward works whether or
+    not forward saved the operand; a definition-backed view reads its saved operand.
+    """
+    layout: Layout | None = getattr(op, "_view_input", None)
+    if layout is None:
+        x = op.saved_inputs[0]
+        assert type(x) is Tensor  # a view's only operand
+        layout = x._layout
+    return layout
 
 
 def _options_of(op: Operation) -> Any:
@@ -120,11 +128,11 @@ def _options_of(op: Operation) -> Any:
 
 def _reshape_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
     """reshape, squeeze, unsqueeze: the cotangent in the input's shape."""
-    return (_F.reshape(gradient, shape=_input(op).shape),)
+    return (_F.reshape(gradient, shape=_source(op).shape),)
 
 
 def _permute_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
-    axes = normalize_axes(_options_of(op).axes, _input(op).ndim)
+    axes = normalize_axes(_options_of(op).axes, len(_source(op).shape))
     inverse = sorted(range(len(axes)), key=axes.__getitem__)
     return (_F.permute(gradient, axes=tuple(inverse)),)
 
@@ -136,7 +144,7 @@ def _broadcast_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
 
 def _rearrange_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
     opts = _options_of(op)
-    sizes = rearrange_plan(opts.pattern, _input(op).shape, dict(opts.sizes))[3]
+    sizes = rearrange_plan(opts.pattern, _source(op).shape, dict(opts.sizes))[3]
     left, right = opts.pattern.split("->")
     named = tuple((n, s) for n, s in sorted(sizes.items()) if not n.startswith("..."))
     return (_F.rearrange(gradient, pattern=f"{right}->{left}", sizes=named),)
@@ -154,8 +162,7 @@ def _view_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
     """Basic indexing: the cotangent placed at the indexed positions of zeros."""
     import numpy as np
 
-    x = _input(op)
-    values = np.zeros(x.shape, gradient.dtype.numpy)
+    values = np.zeros(_source(op).shape, gradient.dtype.numpy)
     values[_options_of(op).key] = gradient.numpy()
     return (_scattered(gradient, values),)
 
@@ -164,13 +171,13 @@ def _as_strided_back(op: Operation, gradient: Any) -> tuple[Tensor | None, ...]:
     """Raw strides may overlap: the cotangent is summed per buffer slot, then read back."""
     import numpy as np
 
-    x = _input(op)
+    source = _source(op)
     opts = _options_of(op)
-    layout = Layout(opts.shape, opts.strides, x.layout.offset + opts.offset)
-    size = max(layout.span()[1], x.layout.span()[1])
+    layout = Layout(opts.shape, opts.strides, source.offset + opts.offset)
+    size = max(layout.span()[1], source.span()[1])
     flat = np.zeros(size, gradient.dtype.numpy)
     np.add.at(flat, slot_indices(layout), gradient.numpy())
-    return (_scattered(gradient, flat[slot_indices(x.layout)]),)
+    return (_scattered(gradient, flat[slot_indices(source)]),)
 
 
 VIEW_VJPS: Final[dict[str, _Vjp]] = {
@@ -224,15 +231,17 @@ def view_operations(copy: CopyFunction = contiguous_copy) -> dict[str, type[Oper
         # The one option field the result layout depends on, for the classes whose layout is
         # memoised: their repeated calls are answered here, inline.
         _memo_field: str | None = None
+        # The operand's layout, recorded for the backward rule (see _source).
+        _view_input: Layout | None = None
 
         def _forward(self, *inputs: Any, options: OperationExecutionOptions | None) -> Tensor:
             (x,) = inputs
             cls = self._dispatch_carrier_class
             if x._carrier.__class__ is not cls and cls is not None:
                 raise _foreign(self, x)  # a view never leaves its operand's carrier
+            source = self._view_input = x._layout
             field = self._memo_field
             if field is not None and options is not None:
-                source = x._layout
                 key = (
                     self._operation_name,
                     source.shape,

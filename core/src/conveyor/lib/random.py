@@ -41,7 +41,7 @@ class Generator:
         self._carrier = carrier
 
     def __repr__(self) -> str:
-        return f"conveyor.lib.random.Generator({self._rng.bit_generator!r})"
+        return f"conveyor.random.Generator({self._rng.bit_generator!r})"
 
     def _make(self, values: Any, dtype: DType, carrier: Any) -> Tensor:
         import numpy as np

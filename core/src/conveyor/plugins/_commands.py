@@ -8,12 +8,14 @@ for a command it does not have built in, so ``conveyor plugins --no-load`` still
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Callable
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
+
+if TYPE_CHECKING:  # the command line's parser; discovering plugins must not import argparse
+    import argparse
 
 __all__ = ["Command"]
 

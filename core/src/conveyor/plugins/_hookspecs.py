@@ -43,8 +43,7 @@ hookimpl: Final = pluggy.HookimplMarker(_PROJECT)
 #: it was written for as ``CONVEYOR_PLUGIN_API = "MAJOR.MINOR"``. The host loads a plugin when
 #: the majors agree and the plugin's minor is not newer than the host's: a minor release only
 #: adds hooks, so a plugin written for 1.0 still works with a 1.3 host, but not the reverse.
-#: 1.1 added ``conveyor_commands``.
-PLUGIN_API_VERSION: Final = (1, 1)
+PLUGIN_API_VERSION: Final = (1, 0)
 
 #: An operation observer: called with each executed operation (its profiling record).
 _Observer: TypeAlias = Callable[[object], None]
@@ -83,7 +82,7 @@ def conveyor_move_routes() -> Iterable[object]:  # type: ignore[empty-body]  # s
 def conveyor_commands() -> Iterable[object]:  # type: ignore[empty-body]  # spec
     """Return ``conveyor.plugins.Command`` records: subcommands of the ``conveyor`` command.
 
-    Since plugin API 1.1. A name the command line has built in (``plugins``, ``carriers``,
+    A name the command line has built in (``plugins``, ``carriers``,
     ``doctor``), or one an earlier plugin already contributed, is not added; ``conveyor
     doctor`` names the clash.
     """

@@ -569,7 +569,7 @@ def operation_spec(name: object) -> OperationSpec:
     if spec is None:
         msg = (
             f"{name!r}: not in the dtype-policy registry; planned operations are listed by "
-            f"conveyor.types.policy.registered_operations() (view names such as 'reshape' are "
+            f"conveyor.registered_operations() (view names such as 'reshape' are "
             f"not planned)."
         )
         raise NotImplementedError(msg)

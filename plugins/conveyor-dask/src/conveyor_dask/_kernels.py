@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 import conveyor as cv
+from conveyor.sdk import VIEW_OPERATIONS
 from conveyor_dask import _storage
 from conveyor_generic import (
     BINARY_KERNELS,
@@ -359,16 +360,7 @@ PLANNED: Final[dict[str, _Kernel]] = {
 }
 """Every planned dispatch name -> its kernel (the reference kernels' table, name for name)."""
 
-VIEWS: Final = (
-    "as_strided",
-    "broadcast_to",
-    "permute",
-    "rearrange",
-    "reshape",
-    "squeeze",
-    "unsqueeze",
-    "view",
-)
+VIEWS: Final = VIEW_OPERATIONS
 
 # Every planned name the reference kernels know has a Dask kernel: keep the tables in step.
 assert set(PLANNED) == set(KERNELS), sorted(set(KERNELS) ^ set(PLANNED))

@@ -16,6 +16,7 @@ import pytest
 import conveyor as cv
 from conveyor.sdk import (
     CONCRETE_DTYPES,
+    VIEW_OPERATIONS,
     OperationPlan,
     enumerate_plans,
     operation_spec,
@@ -26,16 +27,7 @@ from conveyor_testkit._probe import record_work
 from conveyor_testkit._run import describe_error
 from conveyor_testkit._target import Target, make_tensor
 
-VIEW_NAMES = (
-    "as_strided",
-    "broadcast_to",
-    "permute",
-    "rearrange",
-    "reshape",
-    "squeeze",
-    "unsqueeze",
-    "view",
-)
+VIEW_NAMES = VIEW_OPERATIONS
 UNKNOWN_NAME = "conveyor_testkit_no_such_operation"
 # How many unadvertised plans the refusal check tries to build before giving up.
 _REFUSAL_CANDIDATES = 40

@@ -1,0 +1,1 @@
+"""Tests of conveyor-shm, the shared-memory example vendor carrier."""
