@@ -25,7 +25,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor.sdk import Tensor, VJPOperation, from_numpy, policy_capabilities, publish, wrap
-from conveyor_generic._storage import ArrayStorage, aligned_empty, strided_view
+from conveyor_generic._storage import ArrayStorage, strided_view
 from conveyor_generic._views import VIEW_OPERATIONS
 from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError
 from conveyor_generic.kernels import cpu_runtime as rt
@@ -68,9 +68,12 @@ class CPU(ArrayStorage):
         For copies outside the kernels (a view no layout expresses); kernel results are
         published by ``CPUOperation._forward``.
         """
-        out = aligned_empty(values.size, dtype.numpy).reshape(values.shape)
+        out = rt.empty(values.shape, dtype.numpy, values.size)
         np.copyto(out, values, casting="unsafe")
-        return super().wrap(out, dtype)
+        tensor = super().wrap(out, dtype)
+        if out.nbytes >= rt.POOL_MIN_BYTES:
+            _watch(tensor._carrier, tensor._carrier._array)  # type: ignore[attr-defined]  # a CPU
+        return tensor
 
     def _storage_mutable(self) -> bool:
         return bool(self._array.flags.writeable)
