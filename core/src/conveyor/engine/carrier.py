@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar
 
 from conveyor.engine.operation import Operation
 from conveyor.types import dtypes
@@ -230,6 +230,29 @@ class Carrier:
 
     def _release(self) -> None:
         """Free backing resources; optional (default: nothing to free)."""
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
+        """Pickle (or copy) the carrier, unless ``_pickle_refusal`` says why it cannot be.
+
+        Raises:
+            TypeError: the carrier holds what pickle cannot carry (an open file, a device); the
+                message says how to persist or share its data instead.
+        """
+        why = self._pickle_refusal()
+        if why is not None:
+            msg = f"pickle on {type(self).__name__}: {why}"
+            raise TypeError(msg)
+        return super().__reduce_ex__(protocol)
+
+    def _pickle_refusal(self) -> str | None:
+        """Optional hook: why this carrier cannot be pickled and how to persist its data.
+
+        ``None`` (the default) pickles it as any object. A carrier over process-bound resources
+        (file descriptors, locks, device handles) returns one sentence naming what to do
+        instead, so ``pickle.dumps(tensor)`` fails with that advice, not with an error about
+        the lock inside it.
+        """
+        return None
 
     def _check_alive(self, what: str) -> None:
         if self._released:

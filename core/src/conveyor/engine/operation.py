@@ -191,11 +191,26 @@ class Operation:
             )
             raise TypeError(msg)
         keys = [x._dtype if type(x) is Tensor else x for x in inputs]
-        for x in keys:
-            if type(x) is not DType and not (x is None or isinstance(x, _SCALARS)):
+        for role, x in zip(spec.roles, keys, strict=True):
+            if type(x) is DType:
+                continue
+            if x is None and role not in spec.optional_roles:
+                msg = (
+                    f"{spec.name} on {_carrier_name(self)}: operand {role!r} is None, but it is "
+                    f"required; pass a Tensor or a Python scalar"
+                )
+                raise TypeError(msg)
+            if not (x is None or isinstance(x, _SCALARS)):
                 msg = (
                     f"{spec.name} on {_carrier_name(self)}: operands must be Tensors or Python "
                     f"scalars, got {x!r} ({type(x).__name__})"
+                )
+                raise TypeError(msg)
+            if x is not None and role not in spec.scalar_roles:
+                msg = (
+                    f"{spec.name} on {_carrier_name(self)}: operand {role!r} is the Python "
+                    f"scalar {x!r} ({type(x).__name__}), but it must be a Tensor; build one with "
+                    f"cv.tensor({x!r}, carrier=...)"
                 )
                 raise TypeError(msg)
         plan = resolve_plan(spec.name, *keys, options=options)

@@ -32,6 +32,11 @@ _ALLOW_VAR, _BLOCK_VAR, _STRICT_VAR, _PREFER_VAR, _TIMEOUT_VAR = ENVIRONMENT_VAR
 #: and cutting off a healthy plugin is worse than waiting on a hung one.
 DEFAULT_IMPORT_TIMEOUT: Final = 60.0
 
+#: What CONVEYOR_PREFER / prefer= may name: a registered carrier name, and a distribution name
+#: as PEP 508 allows it (so ``cpu=a=b`` is refused rather than read as distribution ``a=b``).
+_CARRIER: Final = re.compile(r"[a-z][a-z0-9_]*")
+_DISTRIBUTION: Final = re.compile(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?", re.IGNORECASE)
+
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
 
@@ -140,6 +145,7 @@ def _import_timeout(value: object, environ: Mapping[str, str]) -> tuple[float, s
 
 def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
     pairs: list[tuple[str, str]] = []
+    source, example = "PluginHost(prefer=...)", "prefer={'cpu': 'conveyor-generic'}"
     if value is not None:
         if not isinstance(value, Mapping):
             msg = (
@@ -156,6 +162,7 @@ def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
             pairs.append((carrier, distribution))
     else:
         raw = environ.get(_PREFER_VAR, "")
+        source, example = f"{_PREFER_VAR}={raw!r}", f"{_PREFER_VAR}=cpu=conveyor-generic"
         for item in raw.split(","):
             if not item.strip():
                 continue
@@ -167,6 +174,19 @@ def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
                 )
                 raise ValueError(msg)
             pairs.append((carrier, distribution))
+    for carrier, distribution in pairs:
+        if _CARRIER.fullmatch(carrier.strip().lower()) is None:
+            msg = (
+                f"{source}: {carrier.strip()!r} is not a carrier name (a lower-case "
+                f"identifier such as 'cpu'); write e.g. {example}"
+            )
+            raise ValueError(msg)
+        if _DISTRIBUTION.fullmatch(distribution.strip()) is None:
+            msg = (
+                f"{source}: {distribution.strip()!r} is not a distribution name (letters, "
+                f"digits and . _ -, as pip spells it); write e.g. {example}"
+            )
+            raise ValueError(msg)
     return {c.strip().lower(): canonical_name(d) for c, d in pairs}
 
 

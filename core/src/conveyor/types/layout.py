@@ -38,6 +38,10 @@ def _as_shape(values: Iterable[Any] | int, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: The largest element count, extent, stride or slot a layout may name: NumPy and every
+#: carrier index with int64.
+_INDEX_MAX = 2**63 - 1
+
 # shape -> row-major strides, for shapes already seen (bounded: cleared when it grows large).
 _CONTIGUOUS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -99,6 +103,23 @@ class Layout:
             msg = f"Layout: offset must be >= 0, got {offset!r}"
             raise ValueError(msg)
         self._init(shape_t, strides_t, offset)
+        if self.size > _INDEX_MAX or max(shape_t, default=0) > _INDEX_MAX:
+            msg = (
+                f"Layout: shape {shape_t!r} has {self.size} elements, more than int64 can "
+                f"index ({_INDEX_MAX}); use a smaller shape"
+            )
+            raise ValueError(msg)
+        low, high = self._span
+        if (
+            low < -_INDEX_MAX
+            or high > _INDEX_MAX
+            or max(map(abs, strides_t), default=0) > _INDEX_MAX
+        ):
+            msg = (
+                f"Layout: strides {strides_t!r} and offset {offset} reach slots [{low}, {high}), "
+                f"beyond what int64 can index ({_INDEX_MAX}); use smaller strides"
+            )
+            raise ValueError(msg)
 
     def _init(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
         # Everything derived is computed once here: layouts are immutable and these are read
