@@ -171,6 +171,12 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                     published.append((t, g_out))
             incoming = slots[0] if len(slots) == 1 else tuple(slots)
             grads = op.backward(incoming)
+            # Checked again once the VJP has read the saved values: a write from another
+            # thread that began after the check above would otherwise give gradients of the
+            # new values without an error. (A loop, no call: this runs for every node.)
+            for saved, version in op._saved_versions:
+                if saved._carrier._version != version:
+                    raise op._modified(saved, version, during=True)
             if grads.__class__ is not tuple or len(grads) != len(op._grad_inputs):
                 grads = _check_gradients(op, grads)
             else:

@@ -174,8 +174,9 @@ class Carrier:
     def write(self, index: int, value: Any) -> None:
         self._check_writable("write")
         self._check_index("write", index)
-        self._write(index, value)
+        # Counted before the data changes (see import_span).
         self._version += 1
+        self._write(index, value)
 
     def export_span(self, layout: Layout) -> np.ndarray[Any, Any]:
         """The values under ``layout`` as a NumPy array (a fresh copy or a read-only view)."""
@@ -193,8 +194,12 @@ class Carrier:
                 f"the layout shape {layout.shape}"
             )
             raise ValueError(msg)
-        self._import(layout, values)
+        # Counted before the data changes: a reader that checks the version once it has read
+        # (backward, after a VJP read saved values) then sees every write that overlapped its
+        # read; counted after, a write finishing between that read and that check would be
+        # missed. A write that raises part-way counts too, since part of it may have landed.
         self._version += 1
+        self._import(layout, values)
 
     def release(self) -> None:
         """Free the storage; later access raises ``RuntimeError``. Idempotent."""

@@ -115,13 +115,19 @@ class Operation:
             raise RuntimeError(msg)
         for tensor, version in self._saved_versions:
             if tensor._carrier._version != version:
-                msg = (
-                    f"{self._operation_name} on {_carrier_name(self)}: a tensor saved for "
-                    f"backward was modified in place after forward (version {version} -> "
-                    f"{tensor.version}); clone it before modifying"
-                )
-                raise RuntimeError(msg)
+                raise self._modified(tensor, version)
         return self._saved
+
+    def _modified(self, tensor: Tensor, version: int, *, during: bool = False) -> RuntimeError:
+        """The error for a saved ``tensor`` written since forward (``during``: while backward
+        was reading it, from another thread)."""
+        when = "while backward read it" if during else "after forward"
+        msg = (
+            f"{self._operation_name} on {_carrier_name(self)}: a tensor saved for backward was "
+            f"modified in place {when} (version {version} -> {tensor.version}); clone it before "
+            f"modifying, or finish backward before writing"
+        )
+        return RuntimeError(msg)
 
     # -- framework internals ------------------------------------------------------------------
 
