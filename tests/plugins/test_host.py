@@ -132,6 +132,7 @@ class TestPublicSurface:
             "PluginConflictWarning",
             "PluginError",
             "PluginHost",
+            "PluginNamespaceWarning",
             "PluginRecord",
             "PluginState",
             "PluginUnavailable",

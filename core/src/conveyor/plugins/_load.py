@@ -12,6 +12,7 @@ import functools
 import inspect
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast, final
 
@@ -19,12 +20,18 @@ import attrs
 import pluggy
 
 from conveyor.engine import journal as _journal
+from conveyor.plugins import _namespace
 from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
 from conveyor.plugins._importing import ImportTimeout, load_entry_point
-from conveyor.plugins._state import PluginRecord, PluginState, PluginUnavailable
+from conveyor.plugins._state import (
+    PluginNamespaceWarning,
+    PluginRecord,
+    PluginState,
+    PluginUnavailable,
+)
 
 if TYPE_CHECKING:
     from conveyor.engine.carrier import Carrier
@@ -56,8 +63,11 @@ class _Outcome:
     observers: tuple[_Observer, ...] = ()
     #: The exception behind a failure, so strict mode can chain it; not part of equality.
     cause: BaseException | None = attrs.field(default=None, eq=False, repr=False)
-    #: Undoes what the plugin registered directly (not through hooks) while it loaded.
+    #: Undoes what the plugin registered directly (not through hooks) while it loaded, and the
+    #: changes it made to the conveyor namespace.
     registrations: tuple[Callable[[], None], ...] = attrs.field(default=(), eq=False, repr=False)
+    #: Messages the host emits as ``PluginNamespaceWarning`` once the scan is done.
+    notices: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 class _Failure(Exception):
@@ -415,16 +425,51 @@ def _record(
 def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
     """Load one plugin and return its outcome; failures of the plugin never propagate.
 
-    Registrations the plugin makes directly while loading are journaled: withdrawn at once if
-    it does not load, kept in the outcome (``registrations``) otherwise.
+    Registrations the plugin makes directly while loading are journaled, and the public
+    ``conveyor`` namespace is compared with a snapshot taken before (``_namespace``): both are
+    undone at once if it does not load, kept in the outcome (``registrations``) otherwise.
     """
+    if config.exclusion(candidate.name, candidate.distribution) is not None:
+        return _load(manager, candidate, config)  # disabled: nothing is imported
     package = candidate.entry_point.module.partition(".")[0]
+    before = _namespace.Snapshot()
     with _journal.journal(_journal.Journal(package)) as journal:
         outcome = _load(manager, candidate, config)
-    if outcome.record.state is not PluginState.LOADED:
+    changes = before.changes()
+    state = outcome.record.state
+    if state is not PluginState.LOADED:
         _journal.undo(journal.entries)
-        return outcome
-    return attrs.evolve(outcome, registrations=journal.entries)
+        restored = _namespace.undo(changes)
+        if not restored:
+            return outcome
+        notice = (
+            f"{candidate.label} ended {state} after changing {', '.join(restored)} while it "
+            f"loaded; the originals are restored; {_block_hint(candidate)}"
+        )
+        return attrs.evolve(outcome, notices=(notice,))
+    replaced = tuple(change for change in changes if change.replaced)
+    notices: tuple[str, ...] = ()
+    if replaced:
+        notices = (
+            f"{candidate.label} replaced {_namespace.names(replaced)} while it loaded; the "
+            f"replacements stay while it is loaded and are undone if it breaks; check the "
+            f"plugin, or block it with CONVEYOR_DISABLE_PLUGINS={candidate.name}",
+        )
+    entries = journal.entries
+    if changes:
+        entries = (*entries, functools.partial(_undo_namespace, candidate, changes))
+    return attrs.evolve(outcome, registrations=entries, notices=notices)
+
+
+def _undo_namespace(candidate: _Candidate, changes: tuple[_namespace.Change, ...]) -> None:
+    """Undo a plugin's namespace changes when it breaks after loading, and say so."""
+    restored = _namespace.undo(changes)
+    if restored:
+        msg = (
+            f"{candidate.label} broke after loading; its changes to {', '.join(restored)} are "
+            f"undone"
+        )
+        warnings.warn(msg, PluginNamespaceWarning, stacklevel=2)
 
 
 def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
