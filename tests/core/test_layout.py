@@ -175,7 +175,7 @@ class TestLayoutConstruction:
             cv.Layout((3,), (2**62,))
 
         assert str(info.value) == (
-            f"Layout: strides ({2**62},) and offset 0 reach slots [0, {2**63 + 1}), beyond what "
+            f"Layout: strides ({2**62},) with offset 0 (slots [0, {2**63 + 1})) go beyond what "
             f"int64 can index (9223372036854775807); use smaller strides"
         )
 

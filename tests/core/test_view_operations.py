@@ -90,3 +90,16 @@ class TestAsStridedBounds:
             "int64 can index (9223372036854775807); use a smaller shape"
         )
         assert x.version == version and x.numpy().tolist() == [1.0, 2.0, 3.0]
+
+    def test_views_the_algebra_derives_are_bounded_too(self) -> None:
+        """broadcast_to and reshape, which build layouts without re-validating, refuse too."""
+        x = cv.tensor([1.0], carrier=Generic)
+        empty = cv.zeros((0,), carrier=Generic)
+
+        for build in (
+            lambda: cv.broadcast_to(x, shape=(2**32, 2**32)),
+            lambda: cv.reshape(empty, shape=(2**63, 0)),
+        ):
+            with pytest.raises(ValueError, match="more than int64 can index"):
+                build()
+        assert x.numpy().tolist() == [1.0]

@@ -212,6 +212,30 @@ class TestPreferNames:
         assert dict(config.prefer) == {"cpu": "conveyor-generic", "file": "conveyor-storage"}
 
 
+class TestProbeSwitch:
+    def test_probe_is_off_unless_asked_for(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Probing costs a second import of every plugin, so it is opt-in (variable or argument,
+        the argument winning)."""
+        assert PluginHost()._config.probe_imports is False
+        monkeypatch.setenv("CONVEYOR_PLUGIN_IMPORT_PROBE", "1")
+        assert PluginHost()._config.probe_imports is True
+        assert PluginHost(probe_imports=False)._config.probe_imports is False
+
+    def test_malformed_probe_switch_is_refused_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with pytest.raises(TypeError) as info:
+            PluginHost(probe_imports="yes")  # type: ignore[arg-type]  # the point of the test
+        assert str(info.value) == "PluginHost(probe_imports=...): expected True or False, got 'yes'"
+        monkeypatch.setenv("CONVEYOR_PLUGIN_IMPORT_PROBE", "sometimes")
+        with pytest.raises(ValueError) as error:
+            PluginHost()
+        assert str(error.value) == (
+            "CONVEYOR_PLUGIN_IMPORT_PROBE='sometimes' is not a switch; set it to 1 (probe) or 0 "
+            "(import directly)"
+        )
+
+
 class TestStrictMode:
     def test_strict_query_raises_for_a_broken_plugin(self, plugin_env: PluginEnvironment) -> None:
         """Strict mode turns the first broken plugin into PluginError naming it."""

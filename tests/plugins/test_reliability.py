@@ -497,8 +497,10 @@ class TestNamespaceGuard:
 
         assert records["taker"].state is PluginState.BROKEN
         assert cv.exp is guarded_names["cv.exp"]
-        assert "plugin 'taker' of distribution 'aaa-taker' broke after loading; its changes to "
-        "conveyor.exp are undone" in [str(w.message) for w in caught]
+        assert (
+            "plugin 'taker' of distribution 'aaa-taker' broke after loading; its changes to "
+            "conveyor.exp are undone"
+        ) in [str(w.message) for w in caught]
 
     def test_loading_plugins_that_change_nothing_warns_nothing(
         self, plugin_env: PluginEnvironment

@@ -412,12 +412,15 @@ class PluginHost:
     """Discovers the ``conveyor.plugins`` entry points and holds what the plugins contribute.
 
     Options default to the environment (``CONVEYOR_PLUGINS``, ``CONVEYOR_DISABLE_PLUGINS``,
-    ``CONVEYOR_STRICT_PLUGINS``, ``CONVEYOR_PREFER``, ``CONVEYOR_PLUGIN_IMPORT_TIMEOUT``); an
-    argument wins over its variable.
+    ``CONVEYOR_STRICT_PLUGINS``, ``CONVEYOR_PREFER``, ``CONVEYOR_PLUGIN_IMPORT_TIMEOUT``,
+    ``CONVEYOR_PLUGIN_IMPORT_PROBE``); an argument wins over its variable.
     ``allow``/``block`` name entry points or distributions and are applied before anything is
     imported; ``allow=[]`` loads no plugin. ``prefer`` maps a carrier name to the distribution
     that should provide it when several do. ``import_timeout`` is how many seconds one plugin's
     import may take: one that takes longer is abandoned on its helper thread and marked broken.
+    ``probe_imports`` (``CONVEYOR_PLUGIN_IMPORT_PROBE``) first imports each plugin in a child
+    process killed at that limit, which bounds imports the helper thread cannot (one holding
+    the GIL, one ending the process); it costs a second import of every plugin.
 
     The host is mutable only through its cache: it scans on first query and again on
     ``refresh()``. It is safe to share between threads.
@@ -437,9 +440,15 @@ class PluginHost:
         prefer: Mapping[str, str] | None = None,
         group: str = _DEFAULT_GROUP,
         import_timeout: float | None = None,
+        probe_imports: bool | None = None,
     ) -> None:
         self._config = _HostConfig.create(
-            allow=allow, block=block, strict=strict, prefer=prefer, import_timeout=import_timeout
+            allow=allow,
+            block=block,
+            strict=strict,
+            prefer=prefer,
+            import_timeout=import_timeout,
+            probe_imports=probe_imports,
         )
         self._group = group
         self._lock = threading.RLock()

@@ -20,12 +20,13 @@ import attrs
 import pluggy
 
 from conveyor.engine import journal as _journal
-from conveyor.plugins import _namespace
+from conveyor.plugins import _namespace, _probe
 from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
 from conveyor.plugins._importing import ImportTimeout, load_entry_point
+from conveyor.plugins._process_state import ProcessState
 from conveyor.plugins._state import (
     PluginNamespaceWarning,
     PluginRecord,
@@ -170,6 +171,8 @@ def _import(candidate: _Candidate, config: _HostConfig) -> object:
         f"(`conveyor plugins --no-load` lists plugins without importing them), or raise "
         f"CONVEYOR_PLUGIN_IMPORT_TIMEOUT if it is only slow"
     )
+    if config.probe_imports:
+        _probe_import(candidate, config)
     try:
         return load_entry_point(candidate.entry_point, timeout, abandon)
     except ImportTimeout as exc:
@@ -180,6 +183,29 @@ def _import(candidate: _Candidate, config: _HostConfig) -> object:
     except BaseException as exc:
         what = f"importing {candidate.value!r}"
         raise _contained(candidate.label, what, exc, _block_hint(candidate)) from exc
+
+
+def _probe_import(candidate: _Candidate, config: _HostConfig) -> None:
+    """Refuse, before importing it here, a plugin whose probe import hung or ended its process."""
+    try:
+        _probe.probe(candidate.entry_point, config.import_timeout)
+    except _probe.ProbeFailed as exc:
+        if exc.timed_out:
+            fix = (
+                f"raise CONVEYOR_PLUGIN_IMPORT_TIMEOUT (the limit set by "
+                f"{config.import_timeout_source}) if it is only slow"
+            )
+        else:
+            fix = "importing it here would end this process too"
+        msg = (
+            f"{candidate.label}: importing {candidate.value!r} was probed in a child process "
+            f"first and {exc}; it was not imported here; {fix}; block "
+            f"it with CONVEYOR_DISABLE_PLUGINS={candidate.name} (`conveyor plugins --no-load` "
+            f"lists plugins without importing them)"
+        )
+        if exc.where:
+            exc.add_note(f"the probe printed:\n{exc.where}")
+        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
 
 
 def _check_implementations(
@@ -432,10 +458,13 @@ def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConf
     if config.exclusion(candidate.name, candidate.distribution) is not None:
         return _load(manager, candidate, config)  # disabled: nothing is imported
     package = candidate.entry_point.module.partition(".")[0]
-    before = _namespace.Snapshot()
+    before, process = _namespace.Snapshot(), ProcessState()
     with _journal.journal(_journal.Journal(package)) as journal:
         outcome = _load(manager, candidate, config)
     changes = before.changes()
+    altered = process.restore()
+    if altered:
+        outcome = _process_changed(manager, candidate, outcome, altered)
     state = outcome.record.state
     if state is not PluginState.LOADED:
         _journal.undo(journal.entries)
@@ -459,6 +488,25 @@ def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConf
     if changes:
         entries = (*entries, functools.partial(_undo_namespace, candidate, changes))
     return attrs.evolve(outcome, registrations=entries, notices=notices)
+
+
+def _process_changed(
+    manager: pluggy.PluginManager, candidate: _Candidate, outcome: _Outcome, altered: list[str]
+) -> _Outcome:
+    """The outcome of a plugin that changed process-wide state while it loaded: broken."""
+    what = "; ".join(altered)
+    record = outcome.record
+    if record.state is not PluginState.LOADED:
+        error = f"{record.error} (it also changed process-wide state: {what})"
+        return attrs.evolve(outcome, record=attrs.evolve(record, error=error))
+    _unregister(manager, candidate.registration_name)
+    msg = (
+        f"{candidate.label}: changed process-wide state while it loaded ({what}); a plugin "
+        f"must leave the standard streams, timers and signal handlers as it found them, so "
+        f"it is broken; do such things when the plugin is first used, or block it with "
+        f"CONVEYOR_DISABLE_PLUGINS={candidate.name}"
+    )
+    return _Outcome(_record(candidate, PluginState.BROKEN, api=record.api_version, error=msg))
 
 
 def _undo_namespace(candidate: _Candidate, changes: tuple[_namespace.Change, ...]) -> None:

@@ -26,7 +26,7 @@ __all__: list[str] = []
 
 _MISSING: Final = object()
 #: Values that are a module's own state or constants, never behaviour (see the docstring).
-_STATE_TYPES: Final = (bool, int, float, str, bytes)
+_STATE_TYPES: Final = bool | int | float | str | bytes
 
 
 _targets: list[tuple[object, str]] | None = None
@@ -59,14 +59,18 @@ def _guarded() -> list[tuple[object, str]]:
     return _targets
 
 
-def _guards(target: object, name: str, value: object) -> bool:
-    """Whether ``target.name`` holding ``value`` is guarded (see the module docstring)."""
+def _guards(target: object, name: str, old: object, new: object) -> bool:
+    """Whether a change of ``target.name`` from ``old`` to ``new`` counts (see the docstring).
+
+    A change to or from a module is a submodule binding: importing the deprecated
+    ``conveyor.move`` path rebinds ``conveyor.move`` from the function to that (callable) module.
+    """
     if isinstance(target, type):
         return True  # every attribute of Tensor: the operators are dunders
     return (
         not name.startswith("_")
-        and not isinstance(value, ModuleType)
-        and not isinstance(value, _STATE_TYPES)
+        and not isinstance(old, ModuleType | _STATE_TYPES)
+        and not isinstance(new, ModuleType | _STATE_TYPES)
     )
 
 
@@ -131,7 +135,7 @@ class Snapshot:
             names += [n for n in after if n not in before]
             for name in sorted(names):
                 old, new = before.get(name, _MISSING), after.get(name, _MISSING)
-                if _guards(target, name, new if old is _MISSING else old):
+                if _guards(target, name, old, new):
                     found.append(Change(target, label, name, old, new))
         return tuple(found)
 

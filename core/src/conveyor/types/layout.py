@@ -64,6 +64,26 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return found
 
 
+def _refuse_past_int64(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
+    """Raise ``ValueError`` for a layout int64 cannot index, saying what is too large."""
+    size = math.prod(shape)
+    if size > _INDEX_MAX or max(shape, default=0) > _INDEX_MAX:
+        msg = (
+            f"Layout: shape {shape!r} has {size} elements, more than int64 can index "
+            f"({_INDEX_MAX}); use a smaller shape"
+        )
+        raise ValueError(msg)
+    low = high = offset
+    for extent, stride in zip(shape, strides, strict=True):
+        reach = (extent - 1) * stride if extent else 0
+        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+    msg = (
+        f"Layout: strides {strides!r} with offset {offset} (slots [{low}, {high + 1})) go "
+        f"beyond what int64 can index ({_INDEX_MAX}); use smaller strides"
+    )
+    raise ValueError(msg)
+
+
 @final
 class Layout:
     """Shape, strides and offset (all in elements) of a view into one flat buffer.
@@ -102,24 +122,9 @@ class Layout:
         if offset < 0:
             msg = f"Layout: offset must be >= 0, got {offset!r}"
             raise ValueError(msg)
+        if max(shape_t, default=0) > _INDEX_MAX or max(map(abs, strides_t), default=0) > _INDEX_MAX:
+            _refuse_past_int64(shape_t, strides_t, offset)
         self._init(shape_t, strides_t, offset)
-        if self.size > _INDEX_MAX or max(shape_t, default=0) > _INDEX_MAX:
-            msg = (
-                f"Layout: shape {shape_t!r} has {self.size} elements, more than int64 can "
-                f"index ({_INDEX_MAX}); use a smaller shape"
-            )
-            raise ValueError(msg)
-        low, high = self._span
-        if (
-            low < -_INDEX_MAX
-            or high > _INDEX_MAX
-            or max(map(abs, strides_t), default=0) > _INDEX_MAX
-        ):
-            msg = (
-                f"Layout: strides {strides_t!r} and offset {offset} reach slots [{low}, {high}), "
-                f"beyond what int64 can index ({_INDEX_MAX}); use smaller strides"
-            )
-            raise ValueError(msg)
 
     def _init(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
         # Everything derived is computed once here: layouts are immutable and these are read
@@ -139,6 +144,12 @@ class Layout:
                 else:
                     high += reach
             high += 1
+            if size > _INDEX_MAX or high > _INDEX_MAX or low < -_INDEX_MAX:
+                # Also reached by the view algebra (broadcast_to, reshape): no view may name
+                # more elements or slots than int64 indexes. Comparisons only: no call here.
+                _refuse_past_int64(shape, strides, offset)
+        elif shape and max(shape) > _INDEX_MAX:  # empty, but with an extent int64 cannot hold
+            _refuse_past_int64(shape, strides, offset)
         setattr_ = object.__setattr__
         setattr_(self, "shape", shape)
         setattr_(self, "strides", strides)
