@@ -67,10 +67,16 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _refuse_past_int64(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
     """Raise ``ValueError`` for a layout int64 cannot index, saying what is too large."""
     size = math.prod(shape)
-    if size > _INDEX_MAX or max(shape, default=0) > _INDEX_MAX:
+    if size > _INDEX_MAX:
         msg = (
             f"Layout: shape {shape!r} has {size} elements, more than int64 can index "
             f"({_INDEX_MAX}); use a smaller shape"
+        )
+        raise ValueError(msg)
+    if max(shape, default=0) > _INDEX_MAX:
+        msg = (
+            f"Layout: shape {shape!r} has an extent of {max(shape)}, more than int64 can "
+            f"index ({_INDEX_MAX}); use a smaller shape"
         )
         raise ValueError(msg)
     low = high = offset
