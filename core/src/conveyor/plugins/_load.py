@@ -20,7 +20,7 @@ import attrs
 import pluggy
 
 from conveyor.engine import journal as _journal
-from conveyor.plugins import _namespace, _probe
+from conveyor.plugins import _namespace
 from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
@@ -187,6 +187,8 @@ def _import(candidate: _Candidate, config: _HostConfig) -> object:
 
 def _probe_import(candidate: _Candidate, config: _HostConfig) -> None:
     """Refuse, before importing it here, a plugin whose probe import hung or ended its process."""
+    from conveyor.plugins import _probe  # subprocess and tempfile: only when probing is on
+
     try:
         _probe.probe(candidate.entry_point, config.import_timeout)
     except _probe.ProbeFailed as exc:

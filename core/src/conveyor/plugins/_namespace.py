@@ -103,7 +103,7 @@ class Change:
 
     def undo(self) -> bool:
         """Put the old value back, unless something else changed the attribute since."""
-        current = vars(self.target).get(self.name, _MISSING)  # type: ignore[arg-type]
+        current = vars(self.target).get(self.name, _MISSING)
         if current is not self.after:
             return False
         if self.before is _MISSING:
