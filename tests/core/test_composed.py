@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numpy.exceptions import AxisError
 
 import conveyor as cv
 from conveyor.lib import composed
@@ -126,6 +127,176 @@ class TestReordering:
         np.testing.assert_array_equal(got.numpy(), np.pad(values, ((1, 0), (2, 1))))
         with pytest.raises(ValueError, match="widths must be non-negative"):
             cv.pad(on(values, carrier), -1)
+
+
+class TestWrongResultsNowMatchNumPy:
+    """Calls that returned a wrong value without an error now match NumPy or refuse."""
+
+    @pytest.mark.parametrize("cuts", [[-2], [1, -1], [-10], [3, 1], [-1, 7]])
+    def test_split_negative_and_clamped_cuts_match_numpy(
+        self, carrier: str, cuts: list[int]
+    ) -> None:
+        """Negative cut indices count from the end and cuts past an end clamp, as in NumPy."""
+        values = np.arange(5.0)
+
+        got = cv.split(on(values, carrier), cuts)
+
+        want = np.split(values, cuts)
+        assert [g.numpy().tolist() for g in got] == [w.tolist() for w in want]
+
+    def test_take_from_empty_axis_index_error(self, carrier: str) -> None:
+        """take of an empty tensor with indices refuses them (IndexError), as gather does."""
+        empty = on(np.zeros(0), carrier)
+        version = empty.version
+
+        with pytest.raises(IndexError) as info:
+            cv.take(empty, [0, 3])
+
+        assert str(info.value) == (
+            f"take on {carrier_class(carrier).__name__}: index 0 is out of range for axis 0 "
+            f"with extent 0; indices must lie in [0, 0)"
+        )
+        assert empty.version == version and empty.shape == (0,)
+
+    def test_take_out_of_range_on_other_empty_axis_index_error(self, carrier: str) -> None:
+        """With another axis empty, indices are still checked against the taken axis."""
+        x = on(np.zeros((3, 0)), carrier)
+
+        with pytest.raises(IndexError, match=r"index -4 is out of range for axis 0 with extent 3"):
+            cv.take(x, [1, -4], axis=0)
+        assert cv.take(x, [2, -3], axis=0).shape == (2, 0)  # in range: the empty result
+
+    def test_flip_repeated_axis_value_error(self, carrier: str) -> None:
+        """flip refuses an axis named twice (NumPy's ValueError) instead of flipping once."""
+        x = on(np.arange(6.0).reshape(2, 3), carrier)
+
+        with pytest.raises(ValueError) as info:
+            cv.flip(x, axis=(0, -2))
+
+        assert str(info.value) == "flip: repeated axis in (0, -2); name each axis once"
+        np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+
+    @pytest.mark.parametrize("side", ["left", "right"])
+    @pytest.mark.parametrize(
+        ("sorted_values", "x"),
+        [
+            ([1.0, 2.0], math.nan),
+            ([1.0, 2.0, math.nan], math.nan),
+            ([1.0, math.nan, math.nan], 5.0),
+            ([1.0, 2.0, math.nan], [0.5, math.nan, 2.0, math.inf]),
+        ],
+    )
+    def test_searchsorted_puts_nan_last_as_sort_does(
+        self, carrier: str, side: str, sorted_values: list[float], x: Any
+    ) -> None:
+        """NaN sorts after every number (NumPy 2): as a query and as entries of the sequence."""
+        got = cv.searchsorted(on(sorted_values, carrier), x, side=side)
+
+        want = np.searchsorted(np.array(sorted_values), x, side=side)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+    @pytest.mark.parametrize("axis", [2, -2])
+    @pytest.mark.parametrize("function", [cv.argsort, composed.sort])
+    def test_zero_d_sort_axis_out_of_range_axis_error(
+        self, carrier: str, function: Any, axis: int
+    ) -> None:
+        """A 0-d tensor answers to axis 0 and -1 only, as reduce_sum and the sort kernel say."""
+        x = on(1.5, carrier)
+
+        with pytest.raises(AxisError) as info:
+            function(x, axis=axis)
+
+        name = function.__name__
+        assert str(info.value) == (
+            f"{name} on {carrier_class(carrier).__name__}: axis {axis} is out of range for 0 "
+            f"axes; pass an axis in [-1, 1)"
+        )
+        assert function(x, axis=-1).shape == ()
+
+
+SINGULAR = [
+    [[0.0, 0.0], [0.0, 0.0]],
+    [[0.0, 1.0], [0.0, 1.0]],
+    [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 1.0, 1.0]],
+]
+
+
+class TestSingularMatrices:
+    """Singular and indefinite input: NumPy's values, or NumPy's LinAlgError."""
+
+    @pytest.mark.parametrize("matrix", SINGULAR)
+    def test_det_and_slogdet_of_singular_matrix_are_numpys(
+        self, carrier: str, matrix: list[list[float]]
+    ) -> None:
+        """det is 0.0 and slogdet (0.0, -inf) for an exactly singular matrix, never NaN."""
+        x = on(matrix, carrier)
+
+        det = cv.det(x).numpy()
+        sign, logabs = (t.numpy() for t in cv.slogdet(x))
+
+        assert (det, sign, logabs) == (0.0, 0.0, -math.inf)
+        assert not np.signbit(det) and not np.signbit(sign)  # 0.0 as in NumPy, not -0.0
+
+    def test_det_of_a_batch_with_one_singular_matrix(self, carrier: str) -> None:
+        """Only the singular matrix of a batch gets 0; the others keep their determinant."""
+        batch = on([[[2.0, 0.0], [0.0, 3.0]], [[0.0, 1.0], [0.0, 1.0]]], carrier)
+
+        np.testing.assert_array_equal(cv.det(batch).numpy(), [6.0, 0.0])
+
+    @pytest.mark.parametrize("matrix", SINGULAR)
+    @pytest.mark.parametrize("function", ["inv", "solve"])
+    def test_inv_and_solve_of_singular_matrix_lin_alg_error(
+        self, carrier: str, matrix: list[list[float]], function: str
+    ) -> None:
+        """inv and solve raise NumPy's LinAlgError (a ValueError) instead of inf / NaN."""
+        x = on(matrix, carrier)
+        rhs = on(np.ones(len(matrix)), carrier)
+        version = x.version
+
+        with pytest.raises(np.linalg.LinAlgError) as info:
+            cv.inv(x) if function == "inv" else cv.solve(x, rhs)
+
+        assert isinstance(info.value, ValueError)
+        assert str(info.value) == (
+            f"{function} on {carrier_class(carrier).__name__}: Singular matrix (elimination met "
+            f"a zero pivot); pass a non-singular matrix, or regularise it (add a small multiple "
+            f"of the identity)"
+        )
+        assert x.version == version and x.numpy().tolist() == matrix
+
+    @pytest.mark.parametrize(
+        "matrix",
+        [
+            [[1.0, 2.0], [2.0, 1.0]],
+            [[0.0, 0.0], [0.0, 1.0]],
+            [[-1.0]],
+            [[1.0, math.nan], [math.nan, 1.0]],
+        ],
+    )
+    def test_cholesky_of_non_positive_definite_matrix_lin_alg_error(
+        self, carrier: str, matrix: list[list[float]]
+    ) -> None:
+        """cholesky raises NumPy's LinAlgError instead of returning NaN entries."""
+        x = on(matrix, carrier)
+
+        with pytest.raises(np.linalg.LinAlgError) as info:
+            cv.cholesky(x)
+
+        assert str(info.value) == (
+            f"cholesky on {carrier_class(carrier).__name__}: Matrix is not positive definite "
+            f"(a pivot is not positive); pass a symmetric positive-definite matrix"
+        )
+        assert np.array_equal(x.numpy(), np.array(matrix), equal_nan=True)
+
+    def test_non_singular_matrices_still_solve(self, carrier: str) -> None:
+        """The checks refuse nothing regular: a permutation needing a pivot still inverts."""
+        x = on([[0.0, 2.0], [1.0, 0.0]], carrier)
+
+        np.testing.assert_array_equal(cv.inv(x).numpy(), np.linalg.inv(x.numpy()))
+        np.testing.assert_allclose(
+            cv.cholesky(on([[4.0, 2.0], [2.0, 3.0]], carrier)).numpy(),
+            np.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 3.0]])),
+        )
 
 
 class TestCreation:

@@ -153,6 +153,44 @@ class TestLayoutConstruction:
         with pytest.raises(TypeError, match="shape entries must be integers, got True"):
             cv.Layout((True, 2))
 
+    @pytest.mark.parametrize(("shape", "strides"), [((2**63,), (0,)), ((2**32, 2**31), None)])
+    def test_more_elements_than_int64_value_error(
+        self, shape: tuple[int, ...], strides: tuple[int, ...] | None
+    ) -> None:
+        """A shape whose element count or extent int64 cannot index is refused (as_strided too)."""
+        with pytest.raises(ValueError) as info:
+            cv.Layout(shape, strides)
+
+        size = math.prod(shape)
+        assert str(info.value) == (
+            f"Layout: shape {shape!r} has {size} elements, more than int64 can index "
+            f"(9223372036854775807); use a smaller shape"
+        )
+
+    def test_extent_past_int64_of_an_empty_shape_value_error(self) -> None:
+        """An empty shape may still not name an extent int64 cannot hold."""
+        with pytest.raises(ValueError) as info:
+            cv.Layout((2**63, 0), (0, 1))
+
+        assert str(info.value) == (
+            "Layout: shape (9223372036854775808, 0) has an extent of 9223372036854775808, more "
+            "than int64 can index (9223372036854775807); use a smaller shape"
+        )
+
+    def test_slots_beyond_int64_value_error(self) -> None:
+        """Strides whose reach int64 cannot index are refused, naming strides and the reach."""
+        with pytest.raises(ValueError) as info:
+            cv.Layout((3,), (2**62,))
+
+        assert str(info.value) == (
+            f"Layout: strides ({2**62},) with offset 0 (slots [0, {2**63 + 1})) go beyond what "
+            f"int64 can index (9223372036854775807); use smaller strides"
+        )
+
+    def test_largest_int64_layout_is_accepted(self) -> None:
+        """The bound is int64's: a zero-stride view of 2**63 - 1 elements is a valid layout."""
+        assert cv.Layout((2**63 - 1,), (0,)).size == 2**63 - 1
+
 
 class TestIsContiguous:
     @property_settings

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 import conveyor as cv
 from conveyor.engine.tensor import Tensor
@@ -72,3 +73,33 @@ class TestCopyHook:
         assert flat.shape == (2, 12)
         expected = np.arange(24.0).reshape(2, 3, 4).transpose(2, 0, 1).reshape(2, -1)
         np.testing.assert_array_equal(flat.numpy(), expected)
+
+
+class TestAsStridedBounds:
+    """``as_strided`` refuses views whose extents int64 cannot index, before any view exists."""
+
+    def test_shape_past_int64_value_error(self) -> None:
+        x = cv.tensor([1.0, 2.0, 3.0], carrier=Generic)
+        version = x.version
+
+        with pytest.raises(ValueError) as info:
+            cv.as_strided(x, shape=(2**63,), strides=(0,))
+
+        assert str(info.value) == (
+            "Layout: shape (9223372036854775808,) has 9223372036854775808 elements, more than "
+            "int64 can index (9223372036854775807); use a smaller shape"
+        )
+        assert x.version == version and x.numpy().tolist() == [1.0, 2.0, 3.0]
+
+    def test_views_the_algebra_derives_are_bounded_too(self) -> None:
+        """broadcast_to and reshape, which build layouts without re-validating, refuse too."""
+        x = cv.tensor([1.0], carrier=Generic)
+        empty = cv.zeros((0,), carrier=Generic)
+
+        for build in (
+            lambda: cv.broadcast_to(x, shape=(2**32, 2**32)),
+            lambda: cv.reshape(empty, shape=(2**63, 0)),
+        ):
+            with pytest.raises(ValueError, match="more than int64 can index"):
+                build()
+        assert x.numpy().tolist() == [1.0]

@@ -14,6 +14,7 @@ import pytest
 
 import conveyor as cv
 from conveyor_generic import CPU, Generic
+from conveyor_generic.cpu import to_dlpack
 
 CARRIERS = [pytest.param(CPU, id="CPU"), pytest.param(Generic, id="Generic")]
 
@@ -58,6 +59,46 @@ def test_dlpack_export_of_grad_leaf_is_a_copy_for_torch() -> None:
     x, _, _ = _graph(CPU)
     torch.from_dlpack(x)[0] = 50.0
     np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
+
+
+class _Capsule:
+    """Hands NumPy a capsule made elsewhere (as torch.utils.dlpack.from_dlpack takes one)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, **_: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def test_to_dlpack_legacy_capsule_of_saved_tensor_is_a_copy() -> None:
+    """conveyor_generic.cpu.to_dlpack (a legacy capsule, which cannot say read-only) copies a
+    tensor saved for backward, and a grad leaf, so nothing written through it reaches them."""
+    x, w, y = _graph(CPU)
+
+    exported = np.from_dlpack(_Capsule(to_dlpack(w)))
+    leaf = np.from_dlpack(_Capsule(to_dlpack(x)))
+
+    assert not np.shares_memory(exported, w.numpy())
+    assert not np.shares_memory(leaf, x.numpy())
+    y.backward()
+    assert np.shares_memory(np.from_dlpack(_Capsule(to_dlpack(w))), w.numpy())  # released
+
+
+def test_to_dlpack_write_through_torch_never_changes_the_gradient() -> None:
+    """torch.utils.dlpack.from_dlpack(to_dlpack(w))[0] = 50 leaves w and x.grad right."""
+    torch: Any = pytest.importorskip("torch", reason="needs PyTorch as a DLPack consumer")
+    x, w, y = _graph(CPU)
+
+    torch.utils.dlpack.from_dlpack(to_dlpack(w))[0] = 50.0
+
+    np.testing.assert_array_equal(w.numpy(), [4.0, 5.0, 6.0])
+    y.backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 5.0, 6.0])
 
 
 def test_dlpack_export_shares_memory_once_graph_released() -> None:

@@ -289,6 +289,26 @@ class TestDoctorCommand:
         assert "fix: prefer one with CONVEYOR_PREFER=shut=<distribution>" in problems
         assert "CONVEYOR_DISABLE_PLUGINS='nothing-here' names 'nothing-here'" in problems
 
+    def test_entry_point_name_clash_is_a_problem_with_its_fix(
+        self, plugin_env: PluginEnvironment, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Two distributions declaring one entry-point name: doctor names both and the fix."""
+        for distribution in ("cvt-left", "cvt-right"):
+            module = plugin_env.write_module(distribution[4:], 'CONVEYOR_PLUGIN_API = "1.0"\n')
+            plugin_env.entry_point(distribution, "same", module)
+        _use(plugin_env.host())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PluginConflictWarning)
+            status, out, _ = _run(capsys, "doctor", "--json")
+        report: dict[str, Any] = json.loads(out)
+        assert status == 1
+        (warning,) = [w for w in report["warnings"] if "entry point name" in w["problem"]]
+        assert warning["problem"].startswith("entry point name 'same' is declared by cvt-left (")
+        assert " and cvt-right (" in warning["problem"]
+        assert warning["fix"] == (
+            "name plugins by distribution in CONVEYOR_PLUGINS / CONVEYOR_DISABLE_PLUGINS"
+        )
+
     def test_json_report(
         self, mixed: PluginEnvironment, capsys: pytest.CaptureFixture[str]
     ) -> None:

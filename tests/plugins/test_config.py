@@ -163,6 +163,79 @@ class TestMalformedOptions:
         assert expected in str(info.value)
 
 
+class TestPreferNames:
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            (
+                "cpu=a=b",
+                "CONVEYOR_PREFER='cpu=a=b': 'a=b' is not a distribution name (letters, digits and "
+                ". _ -, as pip spells it); write e.g. CONVEYOR_PREFER=cpu=conveyor-generic",
+            ),
+            (
+                "cpu=conveyor-generic,my gpu=vendor",
+                "CONVEYOR_PREFER='cpu=conveyor-generic,my gpu=vendor': 'my gpu' is not a carrier "
+                "name (a lower-case identifier such as 'cpu'); write e.g. "
+                "CONVEYOR_PREFER=cpu=conveyor-generic",
+            ),
+            (
+                "cpu=-dist",
+                "CONVEYOR_PREFER='cpu=-dist': '-dist' is not a distribution name (letters, digits "
+                "and . _ -, as pip spells it); write e.g. CONVEYOR_PREFER=cpu=conveyor-generic",
+            ),
+        ],
+    )
+    def test_malformed_preference_value_error_at_construction(
+        self, monkeypatch: pytest.MonkeyPatch, value: str, expected: str
+    ) -> None:
+        """A preference naming no possible carrier or distribution is refused, not ignored."""
+        monkeypatch.setenv("CONVEYOR_PREFER", value)
+        with pytest.raises(ValueError) as info:
+            PluginHost()
+        assert str(info.value) == expected
+
+    def test_malformed_preference_argument_value_error(self) -> None:
+        """The prefer= argument is held to the same names, with the argument's example."""
+        with pytest.raises(ValueError) as info:
+            PluginHost(prefer={"cpu": "a=b"})
+        assert str(info.value) == (
+            "PluginHost(prefer=...): 'a=b' is not a distribution name (letters, digits and . _ -, "
+            "as pip spells it); write e.g. prefer={'cpu': 'conveyor-generic'}"
+        )
+
+    def test_well_formed_preferences_are_canonicalised(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Case, spaces and pip's spellings of a distribution still name one preference."""
+        monkeypatch.setenv("CONVEYOR_PREFER", " CPU = Conveyor_Generic ,file=conveyor.storage")
+        config = PluginHost()._config
+        assert dict(config.prefer) == {"cpu": "conveyor-generic", "file": "conveyor-storage"}
+
+
+class TestProbeSwitch:
+    def test_probe_is_off_unless_asked_for(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Probing costs a second import of every plugin, so it is opt-in (variable or argument,
+        the argument winning)."""
+        assert PluginHost()._config.probe_imports is False
+        monkeypatch.setenv("CONVEYOR_PLUGIN_IMPORT_PROBE", "1")
+        assert PluginHost()._config.probe_imports is True
+        assert PluginHost(probe_imports=False)._config.probe_imports is False
+
+    def test_malformed_probe_switch_is_refused_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with pytest.raises(TypeError) as info:
+            PluginHost(probe_imports="yes")  # type: ignore[arg-type]  # the point of the test
+        assert str(info.value) == "PluginHost(probe_imports=...): expected True or False, got 'yes'"
+        monkeypatch.setenv("CONVEYOR_PLUGIN_IMPORT_PROBE", "sometimes")
+        with pytest.raises(ValueError) as error:
+            PluginHost()
+        assert str(error.value) == (
+            "CONVEYOR_PLUGIN_IMPORT_PROBE='sometimes' is not a switch; set it to 1 (probe) or 0 "
+            "(import directly)"
+        )
+
+
 class TestStrictMode:
     def test_strict_query_raises_for_a_broken_plugin(self, plugin_env: PluginEnvironment) -> None:
         """Strict mode turns the first broken plugin into PluginError naming it."""

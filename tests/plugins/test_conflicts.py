@@ -102,3 +102,91 @@ class TestConflicts:
             warnings.simplefilter("error", PluginConflictWarning)
             assert host.carrier("shared").__module__ == module
         assert host.conflicts() == {}
+
+
+_CARRIER_PLUGIN = """
+from conveyor.engine.carrier import Carrier
+from conveyor.plugins import hookimpl
+
+CONVEYOR_PLUGIN_API = "1.0"
+
+
+class {cls}(Carrier):
+    pass
+
+
+@hookimpl
+def conveyor_carriers():
+    return {{{name!r}: {cls}}}
+"""
+
+
+@pytest.fixture
+def same_entry_point(plugin_env: PluginEnvironment) -> PluginEnvironment:
+    """Distributions cvt-ours and cvt-theirs both declare entry point "shared"."""
+    for distribution, carrier in (("cvt-theirs", "theirs"), ("cvt-ours", "ours")):
+        source = _CARRIER_PLUGIN.format(cls=carrier.title(), name=carrier)
+        module = plugin_env.write_module(carrier, source)
+        plugin_env.entry_point(distribution, "shared", module)
+    return plugin_env
+
+
+class TestEntryPointNameClashes:
+    """Two distributions declaring one entry-point name: reported as a conflict naming both."""
+
+    MESSAGE = (
+        "entry point name 'shared' is declared by cvt-ours ({ours}) and cvt-theirs ({theirs}); "
+        "an allow- or block-list entry naming 'shared' (CONVEYOR_PLUGINS, "
+        "CONVEYOR_DISABLE_PLUGINS, allow=, block=) selects all of them; name the distribution "
+        "instead, e.g. CONVEYOR_DISABLE_PLUGINS=cvt-theirs"
+    )
+
+    def message(self, env: PluginEnvironment) -> str:
+        return self.MESSAGE.format(ours=env.module_name("ours"), theirs=env.module_name("theirs"))
+
+    def test_clash_warns_and_is_on_both_records(self, same_entry_point: PluginEnvironment) -> None:
+        """Both still load (each under its distribution); the warning and records name both."""
+        host = same_entry_point.host()
+        with pytest.warns(PluginConflictWarning) as caught:
+            records = host.plugins()
+
+        assert [str(w.message) for w in caught] == [self.message(same_entry_point)]
+        assert [(r.distribution, r.state) for r in records] == [
+            ("cvt-ours", PluginState.LOADED),
+            ("cvt-theirs", PluginState.LOADED),
+        ]
+        assert records[0].conflicts == records[1].conflicts == (self.message(same_entry_point),)
+        assert dict(host.entry_point_conflicts()) == {"shared": self.message(same_entry_point)}
+        assert host.conflicts() == {}  # no carrier name is contested
+
+    def test_blocking_by_distribution_keeps_the_other(
+        self, same_entry_point: PluginEnvironment
+    ) -> None:
+        """The remedy the message names works: block one distribution, the other loads."""
+        host = same_entry_point.host(block=["cvt-theirs"])
+        with pytest.warns(PluginConflictWarning):
+            states = {r.distribution: r.state for r in host.plugins()}
+        assert states == {"cvt-ours": PluginState.LOADED, "cvt-theirs": PluginState.DISABLED}
+        assert sorted(host.carriers()) == ["ours"]
+
+    def test_blocking_the_shared_name_disables_both_and_says_so(
+        self, same_entry_point: PluginEnvironment
+    ) -> None:
+        """Blocking the entry-point name disables every claimant: the hazard the message names,
+        recorded on both records although neither was imported."""
+        host = same_entry_point.host(block=["shared"])
+        with pytest.warns(PluginConflictWarning):
+            records = host.plugins()
+        assert [r.state for r in records] == [PluginState.DISABLED] * 2  # the hazard, reported
+        assert all(r.conflicts == (self.message(same_entry_point),) for r in records)
+
+    def test_one_distribution_per_name_is_no_clash(self, plugin_env: PluginEnvironment) -> None:
+        """Distinct entry-point names report nothing."""
+        plugin_env.plugin("one", carriers={"one": "One"})
+        plugin_env.plugin("two", carriers={"two": "Two"})
+        host = plugin_env.host()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            records = host.plugins()
+        assert host.entry_point_conflicts() == {}
+        assert all(r.conflicts == () for r in records)

@@ -132,6 +132,7 @@ class TestPublicSurface:
             "PluginConflictWarning",
             "PluginError",
             "PluginHost",
+            "PluginNamespaceWarning",
             "PluginRecord",
             "PluginState",
             "PluginUnavailable",
@@ -165,6 +166,7 @@ class TestPublicSurface:
             "CONVEYOR_STRICT_PLUGINS",
             "CONVEYOR_PREFER",
             "CONVEYOR_PLUGIN_IMPORT_TIMEOUT",
+            "CONVEYOR_PLUGIN_IMPORT_PROBE",
         )
 
     def test_exception_and_warning_tree(self) -> None:

@@ -306,3 +306,118 @@ def test_scan_started_inside_an_import_never_waits_on_that_imports_lock(tmp_path
     found = json.loads(done.stdout)
     assert found["records"] == {"needs_it": "loaded"}
     assert found["took"] < 30
+
+
+# -- imports the helper thread cannot bound: probed in a child process (issue 25 item 11) --------
+
+# Exponential backtracking inside one C call, which never releases the GIL: hours at this size.
+_HOLDS_THE_GIL = 'import re\n\nre.match(r"(a+)+$", "a" * 40 + "b")\n'
+
+
+def test_probe_bounds_an_import_that_holds_the_gil(tmp_path: Path) -> None:
+    """With CONVEYOR_PLUGIN_IMPORT_PROBE=1, an import stuck in one GIL-holding C call is cut
+    off at the limit in its probe process and never imported here; the CLI goes on. (Without
+    probing the limit cannot fire while the GIL is held: this run would last hours.)"""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "conveyor.plugins", "regex", _HOLDS_THE_GIL)
+
+    done = _run(
+        site,
+        ["-m", "conveyor.cli", "plugins", "--json"],
+        CONVEYOR_PLUGIN_IMPORT_TIMEOUT="2",
+        CONVEYOR_PLUGIN_IMPORT_PROBE="1",
+        CONVEYOR_PLUGINS="regex,generic",
+    )
+
+    assert done.returncode == 0, done.stderr
+    records = {r["name"]: r for r in json.loads(done.stdout)["plugins"]}
+    regex = records["regex"]
+    assert regex["state"] == "broken"
+    assert regex["error"] == (
+        "plugin 'regex' of distribution 'cvt-regex': importing 'cvt_regex' was probed in a "
+        "child process first and the probe did not finish within 2 s and was killed; it was "
+        "not imported here; raise CONVEYOR_PLUGIN_IMPORT_TIMEOUT (the limit set by "
+        "CONVEYOR_PLUGIN_IMPORT_TIMEOUT='2') if it is only slow; block it with "
+        "CONVEYOR_DISABLE_PLUGINS=regex (`conveyor plugins --no-load` lists plugins without "
+        "importing them)"
+    )
+    assert 'cvt_regex.py", line 4 in <module>' in regex["traceback"]  # where it was stopped
+    assert records["generic"]["state"] == "loaded"
+
+
+def test_probe_turns_os_exit_at_import_into_a_broken_plugin(tmp_path: Path) -> None:
+    """An import that ends its process (os._exit) ends only its probe: the plugin is broken,
+    named with the exit status, and `conveyor plugins` lists everything and exits 0."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "conveyor.plugins", "exits", "import os\n\nos._exit(3)\n")
+
+    done = _run(
+        site,
+        ["-m", "conveyor.cli", "plugins", "--json"],
+        CONVEYOR_PLUGIN_IMPORT_PROBE="1",
+        CONVEYOR_PLUGINS="exits,generic",
+    )
+
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    records = {r["name"]: r for r in json.loads(done.stdout)["plugins"]}
+    assert records["exits"]["state"] == "broken"
+    assert records["exits"]["error"].startswith(
+        "plugin 'exits' of distribution 'cvt-exits': importing 'cvt_exits' was probed in a "
+        "child process first and the probe process ended before the import returned (exit "
+        "status 3: os._exit, a crash or a fatal signal); it was not imported here; importing "
+        "it here would end this process too; block it with CONVEYOR_DISABLE_PLUGINS=exits"
+    )
+    assert records["generic"]["state"] == "loaded"
+
+
+_CHANGES_THE_PROCESS = """
+import io
+import signal
+import sys
+
+signal.alarm(1)  # SIGALRM's default action ends the process
+sys.stderr = io.StringIO()
+sys.stdout.close()
+"""
+
+_SCAN_THEN_LIVE_ON = """
+import json
+import sys
+import time
+
+from conveyor.plugins import PluginHost
+
+host = PluginHost(group="cvt.process", import_timeout=30)
+records = {r.name: [r.state, r.error] for r in host.plugins()}
+time.sleep(2)  # past the alarm the plugin armed
+print(json.dumps(records))
+print("stderr still works", file=sys.stderr)
+"""
+
+
+def test_plugin_closing_stdout_and_arming_an_alarm_is_broken_and_undone(tmp_path: Path) -> None:
+    """A plugin that closes sys.stdout, replaces sys.stderr and calls signal.alarm at import is
+    broken, naming each change, and all three are undone: the host prints and outlives the
+    alarm (before the fix it died of SIGALRM, or on its next print)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, "cvt.process", "rude", _CHANGES_THE_PROCESS)
+    _distribution(site, "cvt.process", "polite", "")
+
+    done = _run(site, ["-c", _SCAN_THEN_LIVE_ON])
+
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert done.stderr.endswith("stderr still works\n")
+    records = json.loads(done.stdout)
+    assert records["polite"] == ["loaded", None]
+    assert records["rude"] == [
+        "broken",
+        "plugin 'rude' of distribution 'cvt-rude': changed process-wide state while it loaded "
+        "(sys.stdout was closed (reopened over descriptor 1); sys.stderr was replaced "
+        "(restored); signal.alarm armed a SIGALRM timer (ITIMER_REAL; disarmed)); a plugin "
+        "must leave the standard streams, timers and signal handlers as it found them, so it is "
+        "broken; do such things when the plugin is first used, or block it with "
+        "CONVEYOR_DISABLE_PLUGINS=rude",
+    ]

@@ -380,6 +380,144 @@ class TestKernelPackCollisions:
         assert [p.name for p in host.kernel_packs()] == ["a_first-pack"]
 
 
+_PATCHES_AND_RAISES = """
+import conveyor as cv
+from conveyor.engine import functional
+
+real_add = functional.add
+
+
+def evil(a, b, **fields):
+    return real_add(real_add(a, b), 1)
+
+
+cv.add = evil
+functional.add = evil  # what Tensor.__add__ calls
+cv.Tensor.__mul__ = lambda self, other: evil(self, other)
+cv.shiny_new_helper = evil
+raise RuntimeError("broken after patching")
+"""
+
+_REPLACES_EXP = """
+import conveyor as cv
+
+real_exp = cv.exp
+
+
+def louder_exp(x, **fields):
+    return real_exp(x, **fields)
+
+
+cv.exp = louder_exp
+"""
+
+
+@pytest.fixture
+def guarded_names(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    """The originals of the names these tests' plugins patch, put back whatever happens."""
+    from conveyor.engine import functional
+
+    originals = {
+        "cv.add": cv.add,
+        "functional.add": functional.add,
+        "Tensor.__mul__": cv.Tensor.__dict__["__mul__"],
+        "cv.exp": cv.exp,
+    }
+    monkeypatch.setattr(cv, "add", cv.add)
+    monkeypatch.setattr(functional, "add", functional.add)
+    monkeypatch.setattr(cv.Tensor, "__mul__", cv.Tensor.__dict__["__mul__"])
+    monkeypatch.setattr(cv, "exp", cv.exp)
+    yield originals
+    vars(cv).pop("shiny_new_helper", None)
+
+
+class TestNamespaceGuard:
+    """A plugin cannot change the conveyor namespace behind the host's back (issue 25 item 6)."""
+
+    def test_broken_plugin_patching_arithmetic_is_undone_with_a_warning(
+        self, plugin_env: PluginEnvironment, guarded_names: dict[str, object]
+    ) -> None:
+        """conveyor.add, functional.add and Tensor.__mul__ replaced by a plugin that then
+        raises are restored (and its new name removed): [1, 2] + [10, 20] stays [11, 22]."""
+        from conveyor.engine import functional
+        from tests.core.carriers import ArrayCarrier
+
+        plugin_env.plugin("patcher", _PATCHES_AND_RAISES)
+        host = plugin_env.host()
+        with pytest.warns(cv.plugins.PluginNamespaceWarning) as caught:
+            (record,) = host.plugins()
+
+        assert record.state is PluginState.BROKEN
+        assert [str(w.message) for w in caught] == [
+            "plugin 'patcher' of distribution 'cvt-patcher' ended broken after changing "
+            "conveyor.add, conveyor.shiny_new_helper, conveyor.Tensor.__mul__, "
+            "conveyor.engine.functional.add while it loaded; the originals are restored; fix the "
+            "plugin or block it with CONVEYOR_DISABLE_PLUGINS=patcher"
+        ]
+        assert cv.add is guarded_names["cv.add"]
+        assert functional.add is guarded_names["functional.add"]
+        assert cv.Tensor.__dict__["__mul__"] is guarded_names["Tensor.__mul__"]
+        assert "shiny_new_helper" not in vars(cv)
+        a = cv.tensor([1, 2], carrier=ArrayCarrier)
+        b = cv.tensor([10, 20], carrier=ArrayCarrier)
+        assert (a + b).tolist() == [11, 22]
+        assert cv.add(a, b).tolist() == [11, 22]
+        assert (a * b).tolist() == [10, 40]
+
+    def test_loaded_plugin_replacing_a_name_is_warned_about_and_keeps_it(
+        self, plugin_env: PluginEnvironment, guarded_names: dict[str, object]
+    ) -> None:
+        """A plugin that loads may keep what it replaced, but never silently."""
+        plugin_env.plugin("louder", _REPLACES_EXP, carriers={"louder": "Louder"})
+        host = plugin_env.host()
+        with pytest.warns(cv.plugins.PluginNamespaceWarning) as caught:
+            (record,) = host.plugins()
+
+        assert record.state is PluginState.LOADED
+        assert [str(w.message) for w in caught] == [
+            "plugin 'louder' of distribution 'cvt-louder' replaced conveyor.exp while it "
+            "loaded; the replacements stay while it is loaded and are undone if it breaks; "
+            "check the plugin, or block it with CONVEYOR_DISABLE_PLUGINS=louder"
+        ]
+        assert cv.exp is not guarded_names["cv.exp"]
+        assert cv.exp.__name__ == "louder_exp"
+
+    def test_replacement_is_undone_when_the_plugin_breaks_after_loading(
+        self, plugin_env: PluginEnvironment, guarded_names: dict[str, object]
+    ) -> None:
+        """Broken by a cross-plugin check (here: taking a shipped carrier name), the plugin's
+        replacement goes with its other contributions."""
+        plugin_env.plugin("generic", distribution="conveyor-generic", carriers={"cpu": "Cpu"})
+        plugin_env.plugin(
+            "taker", _REPLACES_EXP, distribution="aaa-taker", carriers={"cpu": "Taker"}
+        )
+        host = plugin_env.host()
+        with pytest.warns(cv.plugins.PluginNamespaceWarning) as caught:
+            records = _by_name(host)
+
+        assert records["taker"].state is PluginState.BROKEN
+        assert cv.exp is guarded_names["cv.exp"]
+        assert (
+            "plugin 'taker' of distribution 'aaa-taker' broke after loading; its changes to "
+            "conveyor.exp are undone"
+        ) in [str(w.message) for w in caught]
+
+    def test_loading_plugins_that_change_nothing_warns_nothing(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """Importing submodules or profiling at import is not a change of the namespace."""
+        plugin_env.plugin(
+            "quiet",
+            "import conveyor.array_api\nimport conveyor as cv\nwith cv.profile():\n    pass\n",
+            carriers={"quiet": "Quiet"},
+        )
+        host = plugin_env.host()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", cv.plugins.PluginNamespaceWarning)
+            (record,) = host.plugins()
+        assert record.state is PluginState.LOADED
+
+
 @pytest.mark.usefixtures("clean_routes")
 class TestBrokenPluginRollback:
     _REGISTERS_AT_IMPORT = textwrap.dedent(

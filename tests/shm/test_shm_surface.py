@@ -188,6 +188,39 @@ class TestTwoProcesses:
                 child.wait(timeout=10)
 
 
+class TestSegmentNames:
+    """An impossible segment name is refused before any segment exists, saying what is valid."""
+
+    @pytest.mark.parametrize("name", ["", "a/b", "/", "x\x00y", "n" * 256])
+    def test_invalid_name_value_error_and_nothing_created(
+        self, monkeypatch: pytest.MonkeyPatch, name: str
+    ) -> None:
+        from multiprocessing import shared_memory
+
+        created: list[object] = []
+        original = shared_memory.SharedMemory
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            created.append(args)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(shared_memory, "SharedMemory", record)
+        with pytest.raises(ValueError) as info:
+            SharedMemoryCarrier.allocate(4, cv.float32, name=name)
+        assert str(info.value) == (
+            f"allocate on SharedMemoryCarrier: segment name {name!r} is not valid; pass 1 to 255 "
+            f"bytes without '/' or NUL, or name=None for a fresh random name"
+        )
+        assert created == []
+
+    def test_non_string_name_type_error(self) -> None:
+        with pytest.raises(TypeError) as info:
+            SharedMemoryCarrier.allocate(4, cv.float32, name=7)
+        assert str(info.value) == (
+            "allocate on SharedMemoryCarrier: name must be a str or None, got 7 (int)"
+        )
+
+
 class TestSharedMemoryNeverKillsTheHost:
     """Issue 9 item 6: a segment larger than the free /dev/shm is refused, never SIGBUS."""
 

@@ -95,6 +95,18 @@ class TestAllocate:
             FileBacked.allocate(3, cv.float32, directory=tmp_path, mode="w")
         assert list(tmp_path.iterdir()) == []
 
+    def test_size_past_the_largest_file_value_error_and_nothing_created(
+        self, tmp_path: Path
+    ) -> None:
+        """More bytes than a file offset can hold is refused with sizes, before any file."""
+        with pytest.raises(ValueError) as info:
+            FileBacked.allocate(2**62, cv.float64, directory=tmp_path)
+        assert str(info.value) == (
+            f"allocate on FileBacked: {2**62} float64 slots need {2**65} bytes, more than a "
+            f"file can hold ({2**63 - 1} bytes); allocate fewer slots"
+        )
+        assert list(tmp_path.iterdir()) == []
+
     def test_missing_directory_raises_file_not_found(self, tmp_path: Path) -> None:
         """A directory that does not exist is an OSError, not a silent fallback."""
         with pytest.raises(FileNotFoundError):
@@ -104,6 +116,40 @@ class TestAllocate:
         """FileBacked() is refused with a message naming allocate and open."""
         with pytest.raises(TypeError, match=r"FileBacked\.allocate.*FileBacked\.open"):
             FileBacked()
+
+
+class TestPickle:
+    """A FileBacked tensor is an open file of this process: pickle says how to persist it."""
+
+    def test_pickling_type_error_says_how_to_persist(self, tmp_path: Path) -> None:
+        import pickle
+
+        t = _tensor(np.arange(3.0), cv.float64, tmp_path)
+        version = t.version
+
+        with pytest.raises(TypeError) as info:
+            pickle.dumps(t)
+
+        assert str(info.value) == (
+            "pickle on FileBacked: a FileBacked tensor is a file this process holds open (its "
+            "descriptor and locks cannot travel through pickle); pickle cv.move(tensor, 'cpu') "
+            "instead, or share the file itself: FileBacked.open(carrier.path, dtype) reads it "
+            "in another process (allocate it with directory= to keep the file after release)"
+        )
+        assert t.version == version and t.numpy().tolist() == [0.0, 1.0, 2.0]
+
+    def test_the_advice_works(self, tmp_path: Path) -> None:
+        """Both remedies the message names give the values back."""
+        import pickle
+
+        t = _tensor(np.arange(3.0), cv.float64, tmp_path)
+
+        moved = pickle.loads(pickle.dumps(cv.move(t, "cpu")))
+        opened = FileBacked.open(t.carrier.path, cv.float64)  # type: ignore[attr-defined]
+
+        assert moved.numpy().tolist() == [0.0, 1.0, 2.0]
+        assert cv.Tensor(opened).numpy().tolist() == [0.0, 1.0, 2.0]
+        opened.release()
 
 
 class TestOpen:

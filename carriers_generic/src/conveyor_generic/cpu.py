@@ -167,6 +167,10 @@ def from_dlpack(source: Any) -> Tensor:
 def to_dlpack(tensor: Tensor, *, max_version: tuple[int, int] | None = None) -> Any:
     """A DLPack capsule sharing ``tensor``'s memory (what ``torch.utils.dlpack`` calls that).
 
+    It goes through ``Tensor.__dlpack__``, so a tensor that requires grad, or whose memory a
+    live graph saved for backward, is exported as a copy: a legacy capsule cannot be marked
+    read-only, and a write through shared memory would make backward silently wrong.
+
     Raises:
         TypeError: ``tensor`` is not a CPU tensor.
     """
@@ -177,7 +181,7 @@ def to_dlpack(tensor: Tensor, *, max_version: tuple[int, int] | None = None) -> 
             f"cv.move(tensor, CPU) first"
         )
         raise TypeError(msg)
-    return carrier._dlpack(tensor.layout, max_version=max_version)
+    return tensor.__dlpack__(max_version=max_version)
 
 
 # -- operations ---------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ _READ_WINDOW: Final = 2 << 20
 _BACKGROUND_DELETE_MIN: Final = 64 << 20
 _NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 _PARTIAL: Final = ".partial"  # suffix of a file a copy is still filling (see _commit)
+_MAX_FILE_BYTES: Final = 2**63 - 1  # the largest offset (off_t) a file can have
 
 
 def _released(what: str) -> RuntimeError:
@@ -199,6 +200,13 @@ class FileBacked(cv.Carrier):
         if kwargs:
             msg = f"allocate on FileBacked: unexpected argument(s) {', '.join(sorted(kwargs))}"
             raise TypeError(msg)
+        if size * dtype.itemsize > _MAX_FILE_BYTES:
+            msg = (
+                f"allocate on FileBacked: {size} {dtype.name} slots need "
+                f"{size * dtype.itemsize} bytes, more than a file can hold ({_MAX_FILE_BYTES} "
+                f"bytes); allocate fewer slots"
+            )
+            raise ValueError(msg)
         where = _private_dir.path() if directory is None else os.fspath(directory)
         fd, path = _private_dir.new_file(where, dtype.name, _PARTIAL if pending else None)
         try:
@@ -268,6 +276,14 @@ class FileBacked(cv.Carrier):
             raise
         return cls._create(
             fd, os.path.abspath(name), dtype, info.st_size // dtype.itemsize, owned=False
+        )
+
+    def _pickle_refusal(self) -> str:
+        return (
+            "a FileBacked tensor is a file this process holds open (its descriptor and locks "
+            "cannot travel through pickle); pickle cv.move(tensor, 'cpu') instead, or share the "
+            "file itself: FileBacked.open(carrier.path, dtype) reads it in another process "
+            "(allocate it with directory= to keep the file after release)"
         )
 
     def allocate_like(self, size: int, dtype: cv.DType) -> FileBacked:

@@ -340,6 +340,9 @@ def _warnings(
     for name, conflict in host.conflicts().items():
         fix = f"prefer one with CONVEYOR_PREFER={name}=<distribution>"
         found.append({"problem": conflict, "fix": fix})
+    for conflict in host.entry_point_conflicts().values():
+        fix = "name plugins by distribution in CONVEYOR_PLUGINS / CONVEYOR_DISABLE_PLUGINS"
+        found.append({"problem": conflict, "fix": fix})
     for note in host.notes():
         fix = "check the spelling; `conveyor plugins` lists the installed names"
         found.append({"problem": note, "fix": fix})

@@ -148,7 +148,7 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
         if root is None:
             with _publish_lock:
                 for t, total in _totals([(tensor, gradient)]):
-                    t.grad = total
+                    t._grad = total
             return
         order = _graph_order(root)
         for op in order:
@@ -171,6 +171,12 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                     published.append((t, g_out))
             incoming = slots[0] if len(slots) == 1 else tuple(slots)
             grads = op.backward(incoming)
+            # Checked again once the VJP has read the saved values: a write from another
+            # thread that began after the check above would otherwise give gradients of the
+            # new values without an error. (A loop, no call: this runs for every node.)
+            for saved, version in op._saved_versions:
+                if saved._carrier._version != version:
+                    raise op._modified(saved, version, during=True)
             if grads.__class__ is not tuple or len(grads) != len(op._grad_inputs):
                 grads = _check_gradients(op, grads)
             else:
@@ -201,7 +207,7 @@ def backward(tensor: Tensor, gradient: Tensor | None = None, *, retain_graph: bo
                 for op in visited:
                     op._release_saved()
             for t, total in totals:
-                t.grad = total
+                t._grad = total
 
 
 def _slots(op: Operation, index: int, gradient: Tensor) -> list[Tensor | None]:
@@ -223,7 +229,7 @@ def _totals(published: list[tuple[Tensor, Tensor]]) -> list[tuple[Tensor, Tensor
 
 def _current_grad(target: Tensor) -> Tensor | None:
     """``target.grad``, refused when the user replaced it with a tensor of another shape."""
-    grad = target.grad
+    grad = target._grad
     if grad is not None and grad._layout.shape != target._layout.shape:
         msg = (
             f"backward: .grad of a tensor of shape {target.shape} was set to a tensor of shape "

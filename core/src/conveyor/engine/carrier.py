@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar
 
 from conveyor.engine.operation import Operation
 from conveyor.types import dtypes
@@ -174,8 +174,9 @@ class Carrier:
     def write(self, index: int, value: Any) -> None:
         self._check_writable("write")
         self._check_index("write", index)
-        self._write(index, value)
+        # Counted before the data changes (see import_span).
         self._version += 1
+        self._write(index, value)
 
     def export_span(self, layout: Layout) -> np.ndarray[Any, Any]:
         """The values under ``layout`` as a NumPy array (a fresh copy or a read-only view)."""
@@ -193,8 +194,12 @@ class Carrier:
                 f"the layout shape {layout.shape}"
             )
             raise ValueError(msg)
-        self._import(layout, values)
+        # Counted before the data changes: a reader that checks the version once it has read
+        # (backward, after a VJP read saved values) then sees every write that overlapped its
+        # read; counted after, a write finishing between that read and that check would be
+        # missed. A write that raises part-way counts too, since part of it may have landed.
         self._version += 1
+        self._import(layout, values)
 
     def release(self) -> None:
         """Free the storage; later access raises ``RuntimeError``. Idempotent."""
@@ -230,6 +235,29 @@ class Carrier:
 
     def _release(self) -> None:
         """Free backing resources; optional (default: nothing to free)."""
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
+        """Pickle (or copy) the carrier, unless ``_pickle_refusal`` says why it cannot be.
+
+        Raises:
+            TypeError: the carrier holds what pickle cannot carry (an open file, a device); the
+                message says how to persist or share its data instead.
+        """
+        why = self._pickle_refusal()
+        if why is not None:
+            msg = f"pickle on {type(self).__name__}: {why}"
+            raise TypeError(msg)
+        return super().__reduce_ex__(protocol)
+
+    def _pickle_refusal(self) -> str | None:
+        """Optional hook: why this carrier cannot be pickled and how to persist its data.
+
+        ``None`` (the default) pickles it as any object. A carrier over process-bound resources
+        (file descriptors, locks, device handles) returns one sentence naming what to do
+        instead, so ``pickle.dumps(tensor)`` fails with that advice, not with an error about
+        the lock inside it.
+        """
+        return None
 
     def _check_alive(self, what: str) -> None:
         if self._released:

@@ -115,13 +115,19 @@ class Operation:
             raise RuntimeError(msg)
         for tensor, version in self._saved_versions:
             if tensor._carrier._version != version:
-                msg = (
-                    f"{self._operation_name} on {_carrier_name(self)}: a tensor saved for "
-                    f"backward was modified in place after forward (version {version} -> "
-                    f"{tensor.version}); clone it before modifying"
-                )
-                raise RuntimeError(msg)
+                raise self._modified(tensor, version)
         return self._saved
+
+    def _modified(self, tensor: Tensor, version: int, *, during: bool = False) -> RuntimeError:
+        """The error for a saved ``tensor`` written since forward (``during``: while backward
+        was reading it, from another thread)."""
+        when = "while backward read it" if during else "after forward"
+        msg = (
+            f"{self._operation_name} on {_carrier_name(self)}: a tensor saved for backward was "
+            f"modified in place {when} (version {version} -> {tensor.version}); clone it before "
+            f"modifying, or finish backward before writing"
+        )
+        return RuntimeError(msg)
 
     # -- framework internals ------------------------------------------------------------------
 
@@ -191,11 +197,26 @@ class Operation:
             )
             raise TypeError(msg)
         keys = [x._dtype if type(x) is Tensor else x for x in inputs]
-        for x in keys:
-            if type(x) is not DType and not (x is None or isinstance(x, _SCALARS)):
+        for role, x in zip(spec.roles, keys, strict=True):
+            if type(x) is DType:
+                continue
+            if x is None and role not in spec.optional_roles:
+                msg = (
+                    f"{spec.name} on {_carrier_name(self)}: operand {role!r} is None, but it is "
+                    f"required; pass a Tensor or a Python scalar"
+                )
+                raise TypeError(msg)
+            if not (x is None or isinstance(x, _SCALARS)):
                 msg = (
                     f"{spec.name} on {_carrier_name(self)}: operands must be Tensors or Python "
                     f"scalars, got {x!r} ({type(x).__name__})"
+                )
+                raise TypeError(msg)
+            if x is not None and role not in spec.scalar_roles:
+                msg = (
+                    f"{spec.name} on {_carrier_name(self)}: operand {role!r} is the Python "
+                    f"scalar {x!r} ({type(x).__name__}), but it must be a Tensor; build one with "
+                    f"cv.tensor({x!r}, carrier=...)"
                 )
                 raise TypeError(msg)
         plan = resolve_plan(spec.name, *keys, options=options)

@@ -119,11 +119,11 @@ class Tensor:
         "__weakref__",
         "_carrier",
         "_dtype",
+        "_grad",
         "_grad_fn",
         "_layout",
         "_output_index",
         "_requires_grad",
-        "grad",
     )
 
     _carrier: Carrier
@@ -132,7 +132,7 @@ class Tensor:
     _grad_fn: Operation | None
     _output_index: int
     _requires_grad: bool
-    grad: Tensor | None
+    _grad: Tensor | None
 
     def __init__(
         self, carrier: Carrier, layout: Layout | None = None, *, requires_grad: bool = False
@@ -158,7 +158,7 @@ class Tensor:
         self._grad_fn = None
         self._output_index = 0
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         if requires_grad:
             self.requires_grad = True
 
@@ -176,7 +176,7 @@ class Tensor:
         self._grad_fn = None
         self._output_index = 0
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         return self
 
     # -- structure ----------------------------------------------------------------------------
@@ -273,6 +273,22 @@ class Tensor:
     @property
     def is_leaf(self) -> bool:
         return self._grad_fn is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient backward accumulated into this tensor (``None`` until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        # Checked here rather than at the next backward, which would fail far from the cause.
+        if value is not None and value.__class__ is not Tensor:
+            msg = (
+                f"grad: expected a Tensor or None, got {value!r} ({type(value).__name__}); "
+                f"assign cv.tensor(...) of shape {self.shape}, or None to clear it"
+            )
+            raise TypeError(msg)
+        self._grad = value
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` on this non-leaf tensor after backward (leaves always keep it)."""
@@ -902,7 +918,7 @@ def publish(
     tensor._grad_fn = None
     tensor._output_index = 0
     tensor._requires_grad = False
-    tensor.grad = None
+    tensor._grad = None
     return tensor
 
 
@@ -981,7 +997,7 @@ def tensor(
         # Built in the requested dtype directly: inferring first would round large Python
         # ints through float64 (2**64 - 1 became 0 in uint64).
         target = _check_dtype(dtype)
-        array = _integer_array(data, target)
+        array = _integer_array("tensor", data, target)
     else:
         array = np.asarray(data)
         target = _check_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
@@ -997,9 +1013,10 @@ def _is_numpy(data: Any) -> bool:
     return isinstance(data, np.ndarray | np.generic)
 
 
-def _integer_array(data: Any, target: DType) -> np.ndarray[Any, Any]:
+def _integer_array(what: str, data: Any, target: DType) -> np.ndarray[Any, Any]:
     """Python data as an array of the integer dtype ``target``; a value that does not fit is
-    refused (``OverflowError`` naming it and the dtype) instead of wrapping or rounding."""
+    refused (``OverflowError`` naming it and the dtype, ``ValueError`` for NaN) instead of
+    wrapping or rounding. ``what`` names the constructor in the message."""
     import numpy as np
 
     try:
@@ -1009,10 +1026,19 @@ def _integer_array(data: Any, target: DType) -> np.ndarray[Any, Any]:
         values = np.asarray(data, dtype=object).reshape(-1)
         bad = next((v for v in values if not info.min <= v <= info.max), None)
         msg = (
-            f"tensor: value {bad!r} does not fit in {target.name} (range [{info.min}, "
+            f"{what}: value {bad!r} does not fit in {target.name} (range [{info.min}, "
             f"{info.max}]); pass a wider dtype or change the value"
         )
         raise OverflowError(msg) from exc
+    except ValueError as exc:
+        try:  # NumPy's "cannot convert float NaN to integer", or another reason (ragged data)
+            has_nan = bool(np.isnan(np.asarray(data, dtype=np.float64)).any())
+        except (TypeError, ValueError):
+            has_nan = False
+        if not has_nan:
+            raise
+        msg = f"{what}: NaN cannot be stored in {target.name}; pass a floating dtype or a number"
+        raise ValueError(msg) from exc
 
 
 def _check_dtype(dtype: Any) -> DType:
@@ -1036,7 +1062,13 @@ def full(
     *,
     requires_grad: bool = False,
 ) -> Tensor:
-    """A tensor of ``shape`` filled with ``fill_value`` (dtype inferred from it when ``None``)."""
+    """A tensor of ``shape`` filled with ``fill_value`` (dtype inferred from it when ``None``).
+
+    Raises:
+        OverflowError: a Python ``fill_value`` (infinity included) does not fit the integer
+            ``dtype``, as in ``cv.tensor``.
+        ValueError: a NaN ``fill_value`` for an integer ``dtype``.
+    """
     import numpy as np
 
     dims = _shape(shape)
@@ -1045,6 +1077,8 @@ def full(
         if dtype is not None
         else _infer_dtype(fill_value, np.asarray(fill_value))
     )
+    if target.is_integer and not _is_numpy(fill_value):
+        fill_value = _integer_array("full", fill_value, target)  # refused, never wrapped
     values = np.full(dims, fill_value, dtype=target.numpy)
     result = _from_array(values, target, _resolve_carrier(carrier))
     if requires_grad:

@@ -259,7 +259,7 @@ def view_operations(copy: CopyFunction = contiguous_copy) -> dict[str, type[Oper
                     result._grad_fn = None
                     result._output_index = 0
                     result._requires_grad = False
-                    result.grad = None
+                    result._grad = None
                     return result
             return self._view(x, options if options is not None else _options_of(self))
 

@@ -24,13 +24,19 @@ ENVIRONMENT_VARIABLES: Final = (
     "CONVEYOR_STRICT_PLUGINS",
     "CONVEYOR_PREFER",
     "CONVEYOR_PLUGIN_IMPORT_TIMEOUT",
+    "CONVEYOR_PLUGIN_IMPORT_PROBE",
 )
 
-_ALLOW_VAR, _BLOCK_VAR, _STRICT_VAR, _PREFER_VAR, _TIMEOUT_VAR = ENVIRONMENT_VARIABLES
+_ALLOW_VAR, _BLOCK_VAR, _STRICT_VAR, _PREFER_VAR, _TIMEOUT_VAR, _PROBE_VAR = ENVIRONMENT_VARIABLES
 #: Seconds one plugin's import may take before it is abandoned and marked broken. Generous: an
 #: import needing 2 s of CPU (conveyor-dask, with dask) took 14 s on a 2-core machine at load 18,
 #: and cutting off a healthy plugin is worse than waiting on a hung one.
 DEFAULT_IMPORT_TIMEOUT: Final = 60.0
+
+#: What CONVEYOR_PREFER / prefer= may name: a registered carrier name, and a distribution name
+#: as PEP 508 allows it (so ``cpu=a=b`` is refused rather than read as distribution ``a=b``).
+_CARRIER: Final = re.compile(r"[a-z][a-z0-9_]*")
+_DISTRIBUTION: Final = re.compile(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?", re.IGNORECASE)
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
@@ -100,18 +106,24 @@ def _selection(
     return _Selection(names, f"{variable}={raw!r}")
 
 
-def _strict(value: object, environ: Mapping[str, str]) -> bool:
+def _switch(
+    option: str, variable: str, meaning: str, value: object, environ: Mapping[str, str]
+) -> bool:
+    """An on/off option: the argument when given, else its variable (unset: off).
+
+    ``meaning`` names the two settings in the message for a malformed variable.
+    """
     if value is not None:
         if not isinstance(value, bool):
-            msg = f"PluginHost(strict=...): expected True or False, got {value!r}"
+            msg = f"PluginHost({option}=...): expected True or False, got {value!r}"
             raise TypeError(msg)
         return value
-    raw = environ.get(_STRICT_VAR, "").strip().lower()
+    raw = environ.get(variable, "").strip().lower()
     if raw in _TRUE:
         return True
     if raw in _FALSE:
         return False
-    msg = f"{_STRICT_VAR}={raw!r} is not a switch; set it to 1 (strict) or 0 (lenient)"
+    msg = f"{variable}={raw!r} is not a switch; set it to {meaning}"
     raise ValueError(msg)
 
 
@@ -140,6 +152,7 @@ def _import_timeout(value: object, environ: Mapping[str, str]) -> tuple[float, s
 
 def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
     pairs: list[tuple[str, str]] = []
+    source, example = "PluginHost(prefer=...)", "prefer={'cpu': 'conveyor-generic'}"
     if value is not None:
         if not isinstance(value, Mapping):
             msg = (
@@ -156,6 +169,7 @@ def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
             pairs.append((carrier, distribution))
     else:
         raw = environ.get(_PREFER_VAR, "")
+        source, example = f"{_PREFER_VAR}={raw!r}", f"{_PREFER_VAR}=cpu=conveyor-generic"
         for item in raw.split(","):
             if not item.strip():
                 continue
@@ -167,6 +181,19 @@ def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
                 )
                 raise ValueError(msg)
             pairs.append((carrier, distribution))
+    for carrier, distribution in pairs:
+        if _CARRIER.fullmatch(carrier.strip().lower()) is None:
+            msg = (
+                f"{source}: {carrier.strip()!r} is not a carrier name (a lower-case "
+                f"identifier such as 'cpu'); write e.g. {example}"
+            )
+            raise ValueError(msg)
+        if _DISTRIBUTION.fullmatch(distribution.strip()) is None:
+            msg = (
+                f"{source}: {distribution.strip()!r} is not a distribution name (letters, "
+                f"digits and . _ -, as pip spells it); write e.g. {example}"
+            )
+            raise ValueError(msg)
     return {c.strip().lower(): canonical_name(d) for c, d in pairs}
 
 
@@ -183,6 +210,8 @@ class _HostConfig:
     #: Seconds one plugin's import may take; and how to name where that came from.
     import_timeout: float
     import_timeout_source: str
+    #: Whether each import is first probed in a child process killed at the time limit.
+    probe_imports: bool = False
 
     @classmethod
     def create(
@@ -193,6 +222,7 @@ class _HostConfig:
         strict: bool | None,
         prefer: Mapping[str, str] | None,
         import_timeout: float | None = None,
+        probe_imports: bool | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> _HostConfig:
         """Combine arguments with the environment; raises on malformed values, naming them."""
@@ -202,11 +232,14 @@ class _HostConfig:
         return cls(
             allow=_selection("allow", _ALLOW_VAR, allow, env),
             block=_selection("block", _BLOCK_VAR, block, env),
-            strict=_strict(strict, env),
+            strict=_switch("strict", _STRICT_VAR, "1 (strict) or 0 (lenient)", strict, env),
             prefer=_prefer(prefer, env),
             prefer_source=prefer_source,
             import_timeout=timeout,
             import_timeout_source=timeout_source,
+            probe_imports=_switch(
+                "probe_imports", _PROBE_VAR, "1 (probe) or 0 (import directly)", probe_imports, env
+            ),
         )
 
     def exclusion(self, name: str, distribution: str | None) -> str | None:

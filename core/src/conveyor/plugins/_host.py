@@ -37,6 +37,7 @@ from conveyor.plugins._state import (
     PluginBrokenWarning,
     PluginConflictWarning,
     PluginError,
+    PluginNamespaceWarning,
     PluginRecord,
     PluginState,
 )
@@ -75,6 +76,11 @@ class _Discovery:
     providers: Mapping[str, PluginRecord]
     #: Carrier name -> conflict message, for names several plugins claim.
     conflicts: Mapping[str, str]
+    #: Entry-point name -> conflict message, for names several distributions declare.
+    entry_point_conflicts: Mapping[str, str]
+    #: Registration name -> the entry-point conflict messages of that plugin (kept on its
+    #: record whatever state it ends in, so they survive every re-resolution).
+    clashes: Mapping[str, tuple[str, ...]]
     #: Messages about the configuration itself (allow/block entries matching nothing).
     notes: tuple[str, ...]
     #: Observers this scan installed into ``conveyor.engine.profiling``.
@@ -125,6 +131,43 @@ def _conflict_message(name: str, claims: list[_Outcome], winner: _Outcome, reaso
     )
 
 
+def _entry_point_clashes(
+    candidates: Iterable[_Candidate],
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """Entry-point names declared by more than one distribution, with their messages.
+
+    Such plugins are still told apart (each is registered under its distribution), but an
+    allow- or block-list entry naming the entry point selects every one of them, so blocking
+    an impostor's ``generic`` would block conveyor-generic too. Returns name -> message, and
+    registration name -> the messages of that plugin.
+    """
+    by_name: dict[str, list[_Candidate]] = {}
+    for candidate in candidates:
+        by_name.setdefault(candidate.name, []).append(candidate)
+    messages: dict[str, str] = {}
+    per_plugin: dict[str, tuple[str, ...]] = {}
+    for name in sorted(by_name):
+        claims = by_name[name]
+        if len({canonical_name(c.distribution or "") for c in claims}) < 2:
+            continue
+        who = " and ".join(f"{c.distribution or '?'} ({c.value})" for c in claims)
+        others = [
+            c for c in claims if canonical_name(c.distribution or "") not in SHIPPED_DISTRIBUTIONS
+        ]
+        example = (others or claims)[-1].distribution or "<distribution>"
+        message = (
+            f"entry point name {name!r} is declared by {who}; an allow- or block-list entry "
+            f"naming {name!r} (CONVEYOR_PLUGINS, CONVEYOR_DISABLE_PLUGINS, allow=, block=) "
+            f"selects all of them; name the distribution instead, e.g. "
+            f"CONVEYOR_DISABLE_PLUGINS={example}"
+        )
+        messages[name] = message
+        for candidate in claims:
+            key = candidate.registration_name
+            per_plugin[key] = (*per_plugin.get(key, ()), message)
+    return messages, per_plugin
+
+
 def _shipped(outcome: _Outcome) -> bool:
     return canonical_name(outcome.record.distribution or "") in SHIPPED_DISTRIBUTIONS
 
@@ -160,7 +203,9 @@ def _break_claims(
 
 
 def _resolve(
-    outcomes: list[_Outcome], config: _HostConfig
+    outcomes: list[_Outcome],
+    config: _HostConfig,
+    clashes: Mapping[str, tuple[str, ...]],
 ) -> tuple[dict[str, type[Carrier]], dict[str, PluginRecord], dict[str, str]]:
     """Pick one class per carrier name, deterministically, and record every conflict.
 
@@ -168,6 +213,8 @@ def _resolve(
     (the other claimant is broken, see ``_break_claims``); otherwise the lexicographically first
     distribution (then entry point) name wins. Both claimants' records get the message, and the
     host emits a ``PluginConflictWarning`` for it: a conflict is never resolved silently.
+    ``clashes`` (entry-point name conflicts, per registration name) join each record's
+    conflicts after its carrier-name ones.
     """
     claims = _claims(outcomes)
     _break_claims(outcomes, claims, config)
@@ -207,7 +254,8 @@ def _resolve(
         carriers[name] = winner.carriers[name]
         providers[name] = winner.record
     for index, outcome in enumerate(outcomes):
-        found = tuple(messages.get(id(outcome), ()))
+        key = registration_name(outcome.record.distribution, outcome.record.name)
+        found = (*messages.get(id(outcome), ()), *clashes.get(key, ()))
         if found != outcome.record.conflicts:
             record = attrs.evolve(outcome.record, conflicts=found)
             outcomes[index] = attrs.evolve(outcome, record=record)
@@ -364,12 +412,15 @@ class PluginHost:
     """Discovers the ``conveyor.plugins`` entry points and holds what the plugins contribute.
 
     Options default to the environment (``CONVEYOR_PLUGINS``, ``CONVEYOR_DISABLE_PLUGINS``,
-    ``CONVEYOR_STRICT_PLUGINS``, ``CONVEYOR_PREFER``, ``CONVEYOR_PLUGIN_IMPORT_TIMEOUT``); an
-    argument wins over its variable.
+    ``CONVEYOR_STRICT_PLUGINS``, ``CONVEYOR_PREFER``, ``CONVEYOR_PLUGIN_IMPORT_TIMEOUT``,
+    ``CONVEYOR_PLUGIN_IMPORT_PROBE``); an argument wins over its variable.
     ``allow``/``block`` name entry points or distributions and are applied before anything is
     imported; ``allow=[]`` loads no plugin. ``prefer`` maps a carrier name to the distribution
     that should provide it when several do. ``import_timeout`` is how many seconds one plugin's
     import may take: one that takes longer is abandoned on its helper thread and marked broken.
+    ``probe_imports`` (``CONVEYOR_PLUGIN_IMPORT_PROBE``) first imports each plugin in a child
+    process killed at that limit, which bounds imports the helper thread cannot (one holding
+    the GIL, one ending the process); it costs a second import of every plugin.
 
     The host is mutable only through its cache: it scans on first query and again on
     ``refresh()``. It is safe to share between threads.
@@ -389,9 +440,15 @@ class PluginHost:
         prefer: Mapping[str, str] | None = None,
         group: str = _DEFAULT_GROUP,
         import_timeout: float | None = None,
+        probe_imports: bool | None = None,
     ) -> None:
         self._config = _HostConfig.create(
-            allow=allow, block=block, strict=strict, prefer=prefer, import_timeout=import_timeout
+            allow=allow,
+            block=block,
+            strict=strict,
+            prefer=prefer,
+            import_timeout=import_timeout,
+            probe_imports=probe_imports,
         )
         self._group = group
         self._lock = threading.RLock()
@@ -443,8 +500,11 @@ class PluginHost:
             finally:
                 self._loading = False
             self._discovery = found
-        for message in found.conflicts.values():
+        for message in (*found.conflicts.values(), *found.entry_point_conflicts.values()):
             warnings.warn(message, PluginConflictWarning, stacklevel=3 + depth)
+        for outcome in found.outcomes:
+            for message in outcome.notices:
+                warnings.warn(message, PluginNamespaceWarning, stacklevel=3 + depth)
         if interrupt is not None:
             raise interrupt
         return found
@@ -474,7 +534,8 @@ class PluginHost:
         _check_contributions(outcomes)
         _check_observer_api(outcomes)
         unresolved = tuple(outcomes)
-        carriers, providers, conflicts = _resolve(outcomes, self._config)
+        entry_point_conflicts, clashes = _entry_point_clashes(candidates)
+        carriers, providers, conflicts = _resolve(outcomes, self._config, clashes)
         _unregister_failed(manager, outcomes)
         installed, removers = _install_observers(outcomes, self._observer_failed)
         named = [(c.name, c.distribution) for c in (*candidates, *(s.candidate for s in shadowed))]
@@ -483,6 +544,8 @@ class PluginHost:
             carriers=MappingProxyType(carriers),
             providers=MappingProxyType(providers),
             conflicts=MappingProxyType(conflicts),
+            entry_point_conflicts=MappingProxyType(entry_point_conflicts),
+            clashes=MappingProxyType(clashes),
             notes=tuple(self._config.unmatched(named)),
             installed=installed,
             removers=MappingProxyType(removers),
@@ -515,7 +578,7 @@ class PluginHost:
             unresolved = list(found.unresolved)
             unresolved[index] = broken_outcome(outcome, _OBSERVERS_HOOK, message, cause=exc)
             outcomes = list(unresolved)
-            carriers, providers, conflicts = _resolve(outcomes, self._config)
+            carriers, providers, conflicts = _resolve(outcomes, self._config, found.clashes)
             unregister(found.manager, outcome.record)
             self._discovery = attrs.evolve(
                 found,
@@ -556,6 +619,15 @@ class PluginHost:
         The message names every claimant, the winner and why it won; never raises.
         """
         return self._scan().conflicts
+
+    def entry_point_conflicts(self) -> Mapping[str, str]:
+        """Entry-point name -> message, for every name more than one distribution declares.
+
+        Both plugins are still loaded (each under its distribution), but a plugin list naming
+        the entry point selects all of them; the message names the distributions and says to
+        name the distribution instead. Never raises.
+        """
+        return self._scan().entry_point_conflicts
 
     def carriers(self) -> Mapping[str, type[Carrier]]:
         """Registered carrier name -> class, for every loaded plugin, conflicts resolved."""

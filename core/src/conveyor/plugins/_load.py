@@ -12,6 +12,7 @@ import functools
 import inspect
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast, final
 
@@ -19,12 +20,19 @@ import attrs
 import pluggy
 
 from conveyor.engine import journal as _journal
+from conveyor.plugins import _namespace
 from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
 from conveyor.plugins._importing import ImportTimeout, load_entry_point
-from conveyor.plugins._state import PluginRecord, PluginState, PluginUnavailable
+from conveyor.plugins._process_state import ProcessState
+from conveyor.plugins._state import (
+    PluginNamespaceWarning,
+    PluginRecord,
+    PluginState,
+    PluginUnavailable,
+)
 
 if TYPE_CHECKING:
     from conveyor.engine.carrier import Carrier
@@ -56,8 +64,11 @@ class _Outcome:
     observers: tuple[_Observer, ...] = ()
     #: The exception behind a failure, so strict mode can chain it; not part of equality.
     cause: BaseException | None = attrs.field(default=None, eq=False, repr=False)
-    #: Undoes what the plugin registered directly (not through hooks) while it loaded.
+    #: Undoes what the plugin registered directly (not through hooks) while it loaded, and the
+    #: changes it made to the conveyor namespace.
     registrations: tuple[Callable[[], None], ...] = attrs.field(default=(), eq=False, repr=False)
+    #: Messages the host emits as ``PluginNamespaceWarning`` once the scan is done.
+    notices: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 class _Failure(Exception):
@@ -160,6 +171,8 @@ def _import(candidate: _Candidate, config: _HostConfig) -> object:
         f"(`conveyor plugins --no-load` lists plugins without importing them), or raise "
         f"CONVEYOR_PLUGIN_IMPORT_TIMEOUT if it is only slow"
     )
+    if config.probe_imports:
+        _probe_import(candidate, config)
     try:
         return load_entry_point(candidate.entry_point, timeout, abandon)
     except ImportTimeout as exc:
@@ -170,6 +183,31 @@ def _import(candidate: _Candidate, config: _HostConfig) -> object:
     except BaseException as exc:
         what = f"importing {candidate.value!r}"
         raise _contained(candidate.label, what, exc, _block_hint(candidate)) from exc
+
+
+def _probe_import(candidate: _Candidate, config: _HostConfig) -> None:
+    """Refuse, before importing it here, a plugin whose probe import hung or ended its process."""
+    from conveyor.plugins import _probe  # subprocess and tempfile: only when probing is on
+
+    try:
+        _probe.probe(candidate.entry_point, config.import_timeout)
+    except _probe.ProbeFailed as exc:
+        if exc.timed_out:
+            fix = (
+                f"raise CONVEYOR_PLUGIN_IMPORT_TIMEOUT (the limit set by "
+                f"{config.import_timeout_source}) if it is only slow"
+            )
+        else:
+            fix = "importing it here would end this process too"
+        msg = (
+            f"{candidate.label}: importing {candidate.value!r} was probed in a child process "
+            f"first and {exc}; it was not imported here; {fix}; block "
+            f"it with CONVEYOR_DISABLE_PLUGINS={candidate.name} (`conveyor plugins --no-load` "
+            f"lists plugins without importing them)"
+        )
+        if exc.where:
+            exc.add_note(f"the probe printed:\n{exc.where}")
+        raise _Failure(PluginState.BROKEN, msg, cause=exc) from exc
 
 
 def _check_implementations(
@@ -415,16 +453,73 @@ def _record(
 def load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:
     """Load one plugin and return its outcome; failures of the plugin never propagate.
 
-    Registrations the plugin makes directly while loading are journaled: withdrawn at once if
-    it does not load, kept in the outcome (``registrations``) otherwise.
+    Registrations the plugin makes directly while loading are journaled, and the public
+    ``conveyor`` namespace is compared with a snapshot taken before (``_namespace``): both are
+    undone at once if it does not load, kept in the outcome (``registrations``) otherwise.
     """
+    if config.exclusion(candidate.name, candidate.distribution) is not None:
+        return _load(manager, candidate, config)  # disabled: nothing is imported
     package = candidate.entry_point.module.partition(".")[0]
+    before, process = _namespace.Snapshot(), ProcessState()
     with _journal.journal(_journal.Journal(package)) as journal:
         outcome = _load(manager, candidate, config)
-    if outcome.record.state is not PluginState.LOADED:
+    changes = before.changes()
+    altered = process.restore()
+    if altered:
+        outcome = _process_changed(manager, candidate, outcome, altered)
+    state = outcome.record.state
+    if state is not PluginState.LOADED:
         _journal.undo(journal.entries)
-        return outcome
-    return attrs.evolve(outcome, registrations=journal.entries)
+        restored = _namespace.undo(changes)
+        if not restored:
+            return outcome
+        notice = (
+            f"{candidate.label} ended {state} after changing {', '.join(restored)} while it "
+            f"loaded; the originals are restored; {_block_hint(candidate)}"
+        )
+        return attrs.evolve(outcome, notices=(notice,))
+    replaced = tuple(change for change in changes if change.replaced)
+    notices: tuple[str, ...] = ()
+    if replaced:
+        notices = (
+            f"{candidate.label} replaced {_namespace.names(replaced)} while it loaded; the "
+            f"replacements stay while it is loaded and are undone if it breaks; check the "
+            f"plugin, or block it with CONVEYOR_DISABLE_PLUGINS={candidate.name}",
+        )
+    entries = journal.entries
+    if changes:
+        entries = (*entries, functools.partial(_undo_namespace, candidate, changes))
+    return attrs.evolve(outcome, registrations=entries, notices=notices)
+
+
+def _process_changed(
+    manager: pluggy.PluginManager, candidate: _Candidate, outcome: _Outcome, altered: list[str]
+) -> _Outcome:
+    """The outcome of a plugin that changed process-wide state while it loaded: broken."""
+    what = "; ".join(altered)
+    record = outcome.record
+    if record.state is not PluginState.LOADED:
+        error = f"{record.error} (it also changed process-wide state: {what})"
+        return attrs.evolve(outcome, record=attrs.evolve(record, error=error))
+    _unregister(manager, candidate.registration_name)
+    msg = (
+        f"{candidate.label}: changed process-wide state while it loaded ({what}); a plugin "
+        f"must leave the standard streams, timers and signal handlers as it found them, so "
+        f"it is broken; do such things when the plugin is first used, or block it with "
+        f"CONVEYOR_DISABLE_PLUGINS={candidate.name}"
+    )
+    return _Outcome(_record(candidate, PluginState.BROKEN, api=record.api_version, error=msg))
+
+
+def _undo_namespace(candidate: _Candidate, changes: tuple[_namespace.Change, ...]) -> None:
+    """Undo a plugin's namespace changes when it breaks after loading, and say so."""
+    restored = _namespace.undo(changes)
+    if restored:
+        msg = (
+            f"{candidate.label} broke after loading; its changes to {', '.join(restored)} are "
+            f"undone"
+        )
+        warnings.warn(msg, PluginNamespaceWarning, stacklevel=2)
 
 
 def _load(manager: pluggy.PluginManager, candidate: _Candidate, config: _HostConfig) -> _Outcome:

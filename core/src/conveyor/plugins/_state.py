@@ -19,6 +19,7 @@ __all__ = [
     "PluginBrokenWarning",
     "PluginConflictWarning",
     "PluginError",
+    "PluginNamespaceWarning",
     "PluginRecord",
     "PluginState",
     "PluginUnavailable",
@@ -74,7 +75,8 @@ class PluginRecord:
     traceback: str | None = None
     #: The hook that failed or refused (``None`` when the import or handshake did).
     hook: str | None = None
-    #: One message per carrier name this plugin shares with another plugin.
+    #: One message per carrier name this plugin shares with another plugin, then one per
+    #: entry-point name another distribution declares too.
     conflicts: tuple[str, ...] = ()
     #: Seconds spent importing the plugin and running its hooks (``None`` if never imported);
     #: ``conveyor plugins`` shows it, so a slow plugin is easy to find. Not part of equality.
@@ -120,6 +122,17 @@ class PluginUnavailable(RuntimeError):
 
 class PluginBrokenWarning(ConveyorWarning):
     """A plugin that had loaded broke later (an observer raised); its contributions are gone."""
+
+    __module__ = "conveyor.plugins"
+
+
+class PluginNamespaceWarning(ConveyorWarning):
+    """A plugin changed public attributes of the ``conveyor`` namespace while it loaded.
+
+    Raised as a warning, not an error: a plugin that ends broken has the originals restored,
+    one that loads keeps its replacements (until it breaks), and the message names both the
+    plugin and every attribute.
+    """
 
     __module__ = "conveyor.plugins"
 

@@ -38,6 +38,10 @@ def _as_shape(values: Iterable[Any] | int, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: The largest element count, extent, stride or slot a layout may name: NumPy and every
+#: carrier index with int64.
+_INDEX_MAX = 2**63 - 1
+
 # shape -> row-major strides, for shapes already seen (bounded: cleared when it grows large).
 _CONTIGUOUS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -58,6 +62,32 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
             _CONTIGUOUS.clear()
         _CONTIGUOUS[shape] = found
     return found
+
+
+def _refuse_past_int64(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
+    """Raise ``ValueError`` for a layout int64 cannot index, saying what is too large."""
+    size = math.prod(shape)
+    if size > _INDEX_MAX:
+        msg = (
+            f"Layout: shape {shape!r} has {size} elements, more than int64 can index "
+            f"({_INDEX_MAX}); use a smaller shape"
+        )
+        raise ValueError(msg)
+    if max(shape, default=0) > _INDEX_MAX:
+        msg = (
+            f"Layout: shape {shape!r} has an extent of {max(shape)}, more than int64 can "
+            f"index ({_INDEX_MAX}); use a smaller shape"
+        )
+        raise ValueError(msg)
+    low = high = offset
+    for extent, stride in zip(shape, strides, strict=True):
+        reach = (extent - 1) * stride if extent else 0
+        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+    msg = (
+        f"Layout: strides {strides!r} with offset {offset} (slots [{low}, {high + 1})) go "
+        f"beyond what int64 can index ({_INDEX_MAX}); use smaller strides"
+    )
+    raise ValueError(msg)
 
 
 @final
@@ -98,6 +128,8 @@ class Layout:
         if offset < 0:
             msg = f"Layout: offset must be >= 0, got {offset!r}"
             raise ValueError(msg)
+        if max(shape_t, default=0) > _INDEX_MAX or max(map(abs, strides_t), default=0) > _INDEX_MAX:
+            _refuse_past_int64(shape_t, strides_t, offset)
         self._init(shape_t, strides_t, offset)
 
     def _init(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
@@ -118,6 +150,12 @@ class Layout:
                 else:
                     high += reach
             high += 1
+            if size > _INDEX_MAX or high > _INDEX_MAX or low < -_INDEX_MAX:
+                # Also reached by the view algebra (broadcast_to, reshape): no view may name
+                # more elements or slots than int64 indexes. Comparisons only: no call here.
+                _refuse_past_int64(shape, strides, offset)
+        elif shape and max(shape) > _INDEX_MAX:  # empty, but with an extent int64 cannot hold
+            _refuse_past_int64(shape, strides, offset)
         setattr_ = object.__setattr__
         setattr_(self, "shape", shape)
         setattr_(self, "strides", strides)

@@ -58,6 +58,7 @@ def _close(shm: shared_memory.SharedMemory, owner: bool) -> None:
 
 
 _SHM_DIRECTORY: Final = "/dev/shm"
+_NAME_MAX: Final = 255  # bytes of a segment name: one file name under /dev/shm (NAME_MAX)
 
 
 def _free_bytes() -> int | None:
@@ -143,6 +144,22 @@ class _SharedMemoryStorage(cv.StorageProvider):
         if options:
             msg = f"allocate on SharedMemoryCarrier: unexpected argument(s) {sorted(options)}"
             raise TypeError(msg)
+        if name is not None and not isinstance(name, str):
+            msg = (
+                f"allocate on SharedMemoryCarrier: name must be a str or None, got {name!r} "
+                f"({type(name).__name__})"
+            )
+            raise TypeError(msg)
+        # POSIX names one segment by one path component: shm_open refuses anything else with a
+        # bare EINVAL (or ENAMETOOLONG) naming only the "/"-prefixed string it built.
+        if name is not None and (
+            not name or "/" in name or "\0" in name or len(name.encode()) > _NAME_MAX
+        ):
+            msg = (
+                f"allocate on SharedMemoryCarrier: segment name {name!r} is not valid; pass 1 to "
+                f"{_NAME_MAX} bytes without '/' or NUL, or name=None for a fresh random name"
+            )
+            raise ValueError(msg)
         nbytes = self.physical_size(size, dtype)
         _check_free(nbytes)
         from multiprocessing import shared_memory

@@ -198,9 +198,21 @@ def from_numpy(array: np.ndarray[Any, Any], carrier: Any = None) -> Tensor:
 
 
 def from_dlpack(x: Any, /, *, carrier: Any = None, copy: bool | None = None) -> Tensor:
-    """A tensor from any DLPack producer with CPU-addressable memory (copied onto ``carrier``)."""
+    """A tensor from any DLPack producer with CPU-addressable memory (copied onto ``carrier``).
+
+    Raises:
+        TypeError: ``x`` is not a DLPack producer (it has no ``__dlpack__``).
+        ValueError: ``copy=False`` (carriers own their storage, so this always copies).
+    """
     import numpy as np
 
+    if not hasattr(x, "__dlpack__"):
+        msg = (
+            f"from_dlpack: {type(x).__name__} is not a DLPack producer (it has no __dlpack__); "
+            f"pass a NumPy array, a PyTorch CPU tensor or another DLPack exporter, or build "
+            f"the tensor from Python data with cv.tensor(...)"
+        )
+        raise TypeError(msg)
     if copy is False:
         msg = "from_dlpack: copy=False is not supported; carriers own their storage"
         raise ValueError(msg)

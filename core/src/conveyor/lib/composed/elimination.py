@@ -13,7 +13,9 @@ from typing import NamedTuple
 from conveyor.engine import functional as F
 from conveyor.engine.tensor import Tensor, full
 from conveyor.lib.composed.creation import constant, eye
+from conveyor.lib.composed.elementwise import real
 from conveyor.lib.composed.manipulation import concatenate
+from conveyor.lib.composed.reductions import any as any_of
 from conveyor.types import dtypes
 
 __all__ = ["QRResult", "SlogdetResult", "cholesky", "det", "inv", "qr", "slogdet", "solve"]
@@ -59,9 +61,11 @@ def _eliminate(m: Tensor, n: int, *, pivoting: bool, upward: bool) -> tuple[Tens
         column = m[..., :, k : k + 1]
         keep = [r != k and (upward or r > k) for r in range(n)]
         factors = F.mul(column, constant([[1.0 if c else 0.0] for c in keep], m.dtype, m))
-        scaled_row = F.div(
-            row, F.unsqueeze(F.unsqueeze(pivot, axes=pivot.ndim), axes=pivot.ndim + 1)
-        )
+        # A zero pivot (a singular matrix) divides by one instead, so no inf or NaN spreads
+        # through the matrix: every caller reads the pivots (inv, solve and cholesky refuse a
+        # zero one; det and slogdet give 0 and -inf, as NumPy does).
+        safe = F.select(F.eq(pivot, 0), 1.0, pivot)
+        scaled_row = F.div(row, F.unsqueeze(F.unsqueeze(safe, axes=safe.ndim), axes=safe.ndim + 1))
         m = F.sub(m, F.mul(factors, scaled_row))
         if upward:
             is_k = constant([[r == k] for r in range(n)], dtypes.bool_, m)
@@ -78,22 +82,47 @@ def _stack(values: list[Tensor]) -> Tensor:
     return concatenate([F.unsqueeze(v, axes=v.ndim) for v in values], axis=-1)
 
 
+def _refuse_singular(what: str, x: Tensor, pivots: Tensor) -> None:
+    """Raise NumPy's ``LinAlgError`` if any matrix has a zero pivot (is singular)."""
+    if pivots.size and any_of(F.eq(pivots, 0)).item():
+        import numpy as np
+
+        msg = (
+            f"{what} on {type(x.carrier).__name__}: Singular matrix (elimination met a zero "
+            f"pivot); pass a non-singular matrix, or regularise it (add a small multiple of the "
+            f"identity)"
+        )
+        raise np.linalg.LinAlgError(msg)
+
+
 def inv(x: Tensor, /) -> Tensor:
-    """The inverse of each square matrix (partial pivoting; singular input gives inf/NaN)."""
+    """The inverse of each square matrix (partial pivoting).
+
+    Raises:
+        numpy.linalg.LinAlgError: a matrix is singular (a ``ValueError``, as in NumPy).
+    """
     n = _square(x, "inv")
     identity = F.broadcast_to(eye(n, dtype=x.dtype, carrier=type(x.carrier)), shape=x.shape)
-    reduced, _, _ = _eliminate(concatenate([x, identity], axis=-1), n, pivoting=True, upward=True)
+    both = concatenate([x, identity], axis=-1)
+    reduced, pivots, _ = _eliminate(both, n, pivoting=True, upward=True)
+    _refuse_singular("inv", x, pivots)
     return reduced[..., :, n:]
 
 
 def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
-    """The solution ``X`` of ``x1 @ X = x2`` (``x2`` a matrix stack, or a vector when 1-D)."""
+    """The solution ``X`` of ``x1 @ X = x2`` (``x2`` a matrix stack, or a vector when 1-D).
+
+    Raises:
+        numpy.linalg.LinAlgError: a matrix of ``x1`` is singular (a ``ValueError``, as in NumPy).
+    """
     n = _square(x1, "solve")
     vector = x2.ndim == 1
     rhs = F.unsqueeze(x2, axes=1) if vector else x2
     batch = F.broadcast_to(x1, shape=(*_batch(x1, rhs), n, n))
     rhs = F.broadcast_to(rhs, shape=(*_batch(x1, rhs), n, rhs.shape[-1]))
-    reduced, _, _ = _eliminate(concatenate([batch, rhs], axis=-1), n, pivoting=True, upward=True)
+    both = concatenate([batch, rhs], axis=-1)
+    reduced, pivots, _ = _eliminate(both, n, pivoting=True, upward=True)
+    _refuse_singular("solve", x1, pivots)
     result = reduced[..., :, n:]
     return F.squeeze(result, axes=-1) if vector else result
 
@@ -118,7 +147,9 @@ def slogdet(x: Tensor, /) -> SlogdetResult:
     magnitude = F.abs(pivots)
     logabs = F.reduce_sum(F.log(magnitude), axis=-1)
     unit = F.div(pivots, F.select(F.eq(magnitude, 0), 1.0, magnitude))
-    total_sign = F.mul(sign, F.reduce_prod(unit, axis=-1))
+    # A singular matrix has a zero pivot, so its sign is 0; adding 0.0 makes NumPy's 0.0 of
+    # the -0.0 an odd permutation would give (and changes no other value).
+    total_sign = F.add(F.mul(sign, F.reduce_prod(unit, axis=-1)), 0.0)
     return SlogdetResult(total_sign, logabs)
 
 
@@ -128,18 +159,32 @@ def det(x: Tensor, /) -> Tensor:
     if n == 0:
         return _ones(x)
     _, pivots, sign = _eliminate(x, n, pivoting=True, upward=False)
-    return F.mul(sign, F.reduce_prod(pivots, axis=-1))
+    return F.add(F.mul(sign, F.reduce_prod(pivots, axis=-1)), 0.0)  # singular: 0.0, not -0.0
 
 
 def cholesky(x: Tensor, /, *, upper: bool = False) -> Tensor:
     """The Cholesky factor of each symmetric positive-definite matrix (lower unless ``upper``).
 
     Elimination without pivoting turns ``A = L D L^T`` into ``U = D L^T``; scaling each row of
-    ``U`` by ``1/sqrt`` of its pivot gives ``L^T``. A matrix that is not positive definite
-    gives NaN, as NumPy-free libraries commonly do, rather than an exception.
+    ``U`` by ``1/sqrt`` of its pivot gives ``L^T``. The matrix is positive definite exactly
+    when every pivot is positive.
+
+    Raises:
+        numpy.linalg.LinAlgError: a matrix is not positive definite (a ``ValueError``, as in
+            NumPy).
     """
     n = _square(x, "cholesky")
     reduced, pivots, _ = _eliminate(x, n, pivoting=False, upward=False)
+    # ``not 0 < pivot`` also catches a NaN pivot (a NaN in the input).
+    positive = F.lt(0, real(pivots) if pivots.dtype.is_complex else pivots)
+    if pivots.size and any_of(F.logical_not(positive)).item():
+        import numpy as np
+
+        msg = (
+            f"cholesky on {type(x.carrier).__name__}: Matrix is not positive definite (a pivot "
+            f"is not positive); pass a symmetric positive-definite matrix"
+        )
+        raise np.linalg.LinAlgError(msg)
     scale = F.rsqrt(F.unsqueeze(pivots, axes=pivots.ndim))
     upper_factor = F.mul(reduced, scale)
     mask = constant([[c >= r for c in range(n)] for r in range(n)], dtypes.bool_, x)

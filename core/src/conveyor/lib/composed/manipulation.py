@@ -133,7 +133,9 @@ def split(x: Tensor, indices_or_sections: int | Sequence[int], /, *, axis: int =
         step = extent // indices_or_sections
         cuts = list(range(step, extent, step)) if step else [0] * (indices_or_sections - 1)
     else:
-        cuts = list(indices_or_sections)
+        # NumPy slices ``x[a:b]`` between consecutive cuts: a negative cut counts from the end
+        # and a cut past either end is clamped to it.
+        cuts = [min(max(c + extent if c < 0 else c, 0), extent) for c in indices_or_sections]
     bounds = [0, *cuts, extent]
     lead = (slice(None),) * axis
     return [x[(*lead, slice(lo, max(lo, hi)))] for lo, hi in itertools.pairwise(bounds)]
@@ -169,7 +171,11 @@ def moveaxis(x: Tensor, source: int | Sequence[int], destination: int | Sequence
 def flip(x: Tensor, /, *, axis: int | Sequence[int] | None = None) -> Tensor:
     """A view with the order of elements reversed along ``axis`` (``None``: every axis)."""
     axes = range(x.ndim) if axis is None else [axis] if isinstance(axis, int) else axis
-    chosen = {_axis(a, x.ndim, "flip") for a in axes}
+    normalised = [_axis(a, x.ndim, "flip") for a in axes]
+    chosen = set(normalised)
+    if len(chosen) != len(normalised):
+        msg = f"flip: repeated axis in {tuple(axes)!r}; name each axis once"
+        raise ValueError(msg)
     key = tuple(slice(None, None, -1) if i in chosen else slice(None) for i in range(x.ndim))
     return x[key] if key else x
 
@@ -277,12 +283,27 @@ def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
         raise ValueError(msg)
     shape = list(x.shape)
     shape[axis] = index.size
+    if index.size and x.size == 0:
+        _refuse_out_of_range(x, index, axis)  # gather, which would, has no element to check
     if index.size == 0 or x.size == 0:
         return zeros(tuple(shape), x.dtype, type(x.carrier))
     line = [1] * x.ndim
     line[axis] = index.size
     index = _wrap_negative(F.reshape(index, shape=tuple(line)), x.shape[axis])
     return F.gather(x, F.broadcast_to(index, shape=tuple(shape)), axis=axis)
+
+
+def _refuse_out_of_range(x: Tensor, index: Tensor, axis: int) -> None:
+    """Refuse indices outside ``[-extent, extent)`` of ``x``'s ``axis`` (``IndexError``)."""
+    values = index.numpy()
+    extent = x.shape[axis]
+    bad = values[(values < -extent) | (values >= extent)]
+    if bad.size:
+        msg = (
+            f"take on {type(x.carrier).__name__}: index {bad[0].item()} is out of range for "
+            f"axis {axis} with extent {extent}; indices must lie in [{-extent}, {extent})"
+        )
+        raise IndexError(msg)
 
 
 def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from conveyor.engine import functional as F
 from conveyor.engine.tensor import Tensor, zeros
 from conveyor.lib.composed.creation import constant
-from conveyor.lib.composed.logic import truth
+from conveyor.lib.composed.logic import logical_and, logical_or, truth
 from conveyor.lib.composed.manipulation import concatenate
+from conveyor.lib.composed.predicates import isnan
 from conveyor.types import dtypes
+from conveyor.types.layout import normalize_axis
 
 if TYPE_CHECKING:
     pass
@@ -43,6 +45,7 @@ def where(condition: Tensor, a: Any, b: Any, /) -> Tensor:
 def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
     """The values sorted along ``axis`` (NaN last ascending)."""
     if x.ndim == 0:
+        _zero_d_axis("sort", x, axis)
         return x.copy()
     values, _ = F.sort(x, axis=axis, descending=descending, stable=stable)
     return values
@@ -53,9 +56,19 @@ def argsort(
 ) -> Tensor:
     """The int64 indices that sort ``x`` along ``axis`` (stable: ties keep their order)."""
     if x.ndim == 0:
+        _zero_d_axis("argsort", x, axis)
         return zeros((), dtypes.int64, type(x.carrier))
     _, indices = F.sort(x, axis=axis, descending=descending, stable=stable)
     return indices
+
+
+def _zero_d_axis(what: str, x: Tensor, axis: int) -> None:
+    """Refuse an axis a 0-d tensor does not answer to (only 0 and -1), as ``sort`` does."""
+    try:
+        normalize_axis(axis, 0)
+    except IndexError as exc:
+        msg = f"{what} on {type(x.carrier).__name__}: {exc}; pass an axis in [-1, 1)"
+        raise type(exc)(msg) from None
 
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
@@ -75,7 +88,8 @@ def searchsorted(
     """Insertion positions of ``x`` in the 1-D ascending ``sorted_values`` (int64).
 
     Counted with one broadcast comparison: the number of entries below ``x`` (``side='left'``)
-    or not above it (``'right'``).
+    or not above it (``'right'``). NaN sorts after every number, as ``sort`` puts it (and
+    NumPy 2 counts it): a NaN ``x`` goes after the numbers, and NaN entries are above them.
     """
     if side not in ("left", "right"):
         msg = f"searchsorted: side must be 'left' or 'right', got {side!r}"
@@ -91,6 +105,13 @@ def searchsorted(
     column = F.unsqueeze(values, axes=values.ndim)
     compare = F.lt if side == "left" else F.le
     below = compare(sorted_values, column)
+    if sorted_values.dtype.is_floating or values.dtype.is_floating:
+        # Comparisons with NaN are false; in sort order NaN is the greatest value.
+        nan_x = isnan(column)
+        below = logical_or(
+            below,
+            nan_x if side == "right" else logical_and(nan_x, F.logical_not(isnan(sorted_values))),
+        )
     return F.reduce_sum(below, axis=-1)
 
 
