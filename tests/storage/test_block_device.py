@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -516,3 +517,58 @@ class TestRealBlockDevice:
             carrier.import_span(cv.Layout((2,), None, 5), np.array([-1, -2], np.int16))
             values[5:7] = (-1, -2)
             assert np.array_equal(cv.Tensor(carrier).numpy(), values)
+
+
+class TestImagePermissions:
+    """Issue 25 item 2: an image holds every carrier's data, so only its owner may read it."""
+
+    def test_an_image_is_created_0600_under_umask_022(self, tmp_path: Path) -> None:
+        previous = os.umask(0o022)
+        try:
+            with BlockDevice.create_image(tmp_path / "d.img", 16384):
+                pass
+        finally:
+            os.umask(previous)
+        assert stat.S_IMODE(os.stat(tmp_path / "d.img").st_mode) == 0o600
+
+
+class TestRefusedWritesAreNotFaults:
+    """Issue 25 item 8: a write refused for space is a refused write; the device stays usable."""
+
+    @pytest.mark.parametrize("number", [errno.ENOSPC, errno.EDQUOT])
+    def test_a_full_file_system_refuses_one_write_and_nothing_else(
+        self, device: BlockDevice, monkeypatch: pytest.MonkeyPatch, number: int
+    ) -> None:
+        """The refused write raises OSError (its errno), acknowledged data stays readable and a
+        later write succeeds once there is space again."""
+        kept = device.allocate(4, cv.float32)
+        kept.import_span(cv.Layout((4,)), np.arange(4, dtype=np.float32))
+        target = device.allocate(4, cv.float32)
+        version = target.version
+
+        def full(*args: object) -> int:
+            raise OSError(number, os.strerror(number))
+
+        monkeypatch.setattr(os, "pwrite", full)
+        with pytest.raises(OSError, match="the device refused it") as info:
+            target.import_span(cv.Layout((4,)), np.ones(4, np.float32))
+        monkeypatch.undo()
+        assert info.value.errno == number
+        assert device.fault is None
+        assert kept.export_span(cv.Layout((4,))).tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert target.version > version  # part of the span may have changed
+        target.import_span(cv.Layout((4,)), np.full(4, 5.0, np.float32))
+        assert target.export_span(cv.Layout((4,))).tolist() == [5.0] * 4
+        assert device.allocate(1).size == 1
+
+    def test_a_write_that_moves_no_byte_is_refused_not_faulted(
+        self, device: BlockDevice, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        carrier = device.allocate(2, cv.float32)
+        monkeypatch.setattr(os, "pwrite", lambda *args: 0)
+        with pytest.raises(OSError, match="the device refused it") as info:
+            carrier.write(0, 1.0)
+        monkeypatch.undo()
+        assert info.value.errno == errno.ENOSPC
+        assert device.fault is None
+        assert carrier.read(0) == 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -421,3 +422,118 @@ class TestClosed:
             type("Mine", (FileBacked,), {})
         assert cv.is_closed_carrier(FileBacked)
         assert getattr(FileBacked, "__final__", False)
+
+
+class TestSharedDirectories:
+    """Issue 25 item 3: a name another user took first is never followed or replaced."""
+
+    def test_a_commit_whose_final_name_is_taken_picks_a_fresh_name(self, tmp_path: Path) -> None:
+        """The file a copy filled gets a fresh random name; the squatter's file is untouched."""
+        carrier = FileBacked._allocate_for_overwrite(3, cv.float32, directory=tmp_path)
+        pending = carrier.path
+        wanted = tmp_path / os.path.basename(pending)[1 : -len(".partial")]
+        wanted.write_bytes(b"squatter")
+        carrier._commit()
+        assert carrier.path != str(wanted) and not carrier.path.endswith(".partial")
+        assert os.path.basename(carrier.path).startswith("conveyor-")
+        assert carrier.path.endswith(".float32")
+        assert wanted.read_bytes() == b"squatter"
+        assert not os.path.exists(pending)
+        carrier.release()
+        assert not os.path.exists(carrier.path) and wanted.exists()
+
+    def test_a_move_into_a_directory_with_squatted_names_completes(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``cv.move`` to FileBacked still commits when the first final names are all taken."""
+        import conveyor_storage.file_backed as module
+
+        taken = [tmp_path / f"conveyor-taken{i}.float32" for i in range(3)]
+        for path in taken:
+            path.write_bytes(b"x")
+        names = iter(str(p) for p in taken)
+        monkeypatch.setattr(module, "_final_name", lambda pending: next(names))
+        moved = cv.move(cv.tensor([1.0, 2.0]), FileBacked, directory=tmp_path)
+        assert moved.numpy().tolist() == [1.0, 2.0]
+        assert os.path.dirname(moved.carrier.path) == str(tmp_path)
+        assert all(p.read_bytes() == b"x" for p in taken)
+
+    def test_the_hidden_name_of_a_large_delete_is_never_replaced(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import threading
+
+        import conveyor_storage.file_backed as module
+
+        monkeypatch.setattr(module, "_BACKGROUND_DELETE_MIN", 1)
+        carrier = FileBacked.allocate(4, cv.float32, directory=tmp_path)
+        doomed = tmp_path / f".{os.path.basename(carrier.path)}.deleted"
+        doomed.write_bytes(b"squatter")
+        path = carrier.path
+        carrier.release()
+        for thread in threading.enumerate():
+            if thread.name == "conveyor-delete":
+                thread.join()
+        assert not os.path.exists(path)
+        assert doomed.read_bytes() == b"squatter"
+        assert [p.name for p in tmp_path.iterdir()] == [doomed.name]
+
+    def test_every_name_taken_is_a_clear_file_exists_error(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """When no fresh name is free either, the error names the directory; nothing moved."""
+        import conveyor_storage.file_backed as module
+
+        carrier = FileBacked._allocate_for_overwrite(2, cv.float32, directory=tmp_path)
+        pending = carrier.path
+
+        def link(source: str, target: str) -> None:
+            raise FileExistsError(errno.EEXIST, "taken", target)
+
+        monkeypatch.setattr(module.os, "link", link)
+        with pytest.raises(FileExistsError, match="every name tried for") as info:
+            carrier._commit()
+        monkeypatch.undo()
+        assert str(tmp_path) in str(info.value)
+        assert carrier.path == pending and os.path.exists(pending)
+        carrier.release()
+
+
+class TestLeftoversOfKilledProcesses:
+    """Issue 25 item 9: half-deleted large files of a killed process do not stay forever."""
+
+    def test_deleted_leftovers_are_removed_when_the_folder_is_next_used(
+        self, tmp_path: Path
+    ) -> None:
+        """A killed process leaves ``.conveyor-*.deleted``; the next allocation there removes
+        it, and nothing else."""
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent(
+                    f"""
+                    import os, threading
+                    import conveyor as cv
+                    import conveyor_storage.file_backed as module
+                    from conveyor_storage import FileBacked
+                    module._BACKGROUND_DELETE_MIN = 1
+                    # SIGKILL at the moment the release hands the unlink to its thread.
+                    threading.Thread.start = lambda self: os.kill(os.getpid(), 9)
+                    FileBacked.allocate(1024, cv.float32, directory={str(tmp_path)!r}).release()
+                    """
+                ),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert child.returncode == -9, child.stderr
+        (left,) = tmp_path.iterdir()
+        assert left.name.startswith(".conveyor-") and left.name.endswith(".deleted")
+        keep = tmp_path / "unrelated.deleted"
+        keep.write_bytes(b"not ours to delete")
+        fresh = FileBacked.allocate(1, cv.float32, directory=tmp_path)
+        assert not left.exists()
+        assert keep.exists()
+        fresh.release()

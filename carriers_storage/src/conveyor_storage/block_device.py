@@ -10,7 +10,10 @@ retried. Every transfer runs inside the device's ``IOGuard``, so ``close()`` wai
 in flight and refuses new ones before it closes the descriptor: no read returns, and no write
 reaches, a file that reused the descriptor number. The first ``OSError`` from the device is
 terminal: it is raised, the device is marked faulted, and every later access to it or its
-carriers raises ``RuntimeError`` (``release`` still works, so cleanup never fails).
+carriers raises ``RuntimeError`` (``release`` still works, so cleanup never fails). A write the
+device refuses for space (``ENOSPC``, ``EDQUOT``: a full file system under a sparse image, a
+quota) is not a fault: that write raises, and the device and every carrier on it stay usable
+(the refused span may hold part of the new values; its carrier's version moved).
 
 An image starts with one header block (magic, block sizes, capacity) followed by the data area,
 so reopening an image recovers its geometry; a header whose block sizes or capacity are not
@@ -50,6 +53,8 @@ _MAGIC: Final = b"CONVEYOR-BLOCK-IMAGE-V1\0"
 _HEADER: Final = struct.Struct("<24sIIQ")  # magic, logical, physical block size, capacity
 _MEMORY_ALIGN: Final = 4096  # O_DIRECT needs buffers aligned at least to the logical block
 # Streaming reads use one buffer of this size: small enough to stay in a core's L2 cache.
+# A write refused for space is a refusal, not a device fault (see the module docstring).
+_NO_SPACE: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 _READ_WINDOW: Final = 2 << 20
 
 
@@ -176,7 +181,8 @@ class BlockDevice:
             )
             raise ValueError(msg)
         name = os.fspath(path)
-        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        # 0600, like FileBacked files: the image holds the data of every carrier on it.
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
             header = _HEADER.pack(_MAGIC, block_size, block_size, capacity_bytes)
             os.pwrite(fd, header.ljust(block_size, b"\0"), 0)
@@ -404,10 +410,22 @@ class BlockDevice:
             try:
                 count = os.pwrite(self._fd, data[done:], offset + done)
             except OSError as exc:
+                if exc.errno in _NO_SPACE:
+                    raise self._refused(exc) from exc
                 self._fail(exc)
             if count == 0:
-                self._fail(OSError(errno.ENOSPC, "the device accepted no bytes", self._path))
+                raise self._refused(OSError(errno.ENOSPC, "the device accepted no bytes"))
             done += count
+
+    def _refused(self, cause: OSError) -> OSError:
+        """A write refused for space: an error for this write only, the device stays usable."""
+        number = cause.errno if cause.errno is not None else errno.ENOSPC
+        msg = (
+            f"write on BlockDevice {self._path!r}: the device refused it "
+            f"({os.strerror(number)}); the device and its carriers stay usable: free space on "
+            f"the file system that holds it (or raise the quota) and write again"
+        )
+        return OSError(number, msg)
 
     def _read_blocks(self, start: int, nbytes: int) -> tuple[np.ndarray[Any, Any], int]:
         """The whole blocks covering ``[start, start + nbytes)`` and the offset of ``start``."""

@@ -144,7 +144,13 @@ class BlockDeviceCarrier(cv.Carrier):
     def _import(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
         with self._device._io("import_span"):  # close() waits for this write
             if layout.size:
-                self._import_held(layout, values)
+                try:
+                    self._import_held(layout, values)
+                except OSError:
+                    # A refused write may have reached part of the span: the version moves,
+                    # so a tensor saved for backward cannot see the change unnoticed.
+                    self._mark_written()
+                    raise
 
     def _import_held(self, layout: cv.Layout, values: np.ndarray[Any, Any]) -> None:
         device = self._device

@@ -14,6 +14,12 @@ finds are only read and never deleted. A file a copy fills (a move, an eviction)
 under a hidden ``.partial`` name and renamed on commit, so a crash leaves no full-size file
 that looks complete. The default directory is private to the process and removed when the
 interpreter exits; one left by a killed process is removed by the next process that uses it.
+
+Names derived from another (a ``.partial`` file's final name, the hidden name a large file gets
+while it is unlinked) can be taken in a shared directory such as ``/tmp``: another user may
+create them first. Such a name is never followed or replaced: the file takes a fresh random name
+of the same form instead. Large files a killed process left half-deleted (``.conveyor-*.deleted``)
+are removed the next time a carrier is allocated in their directory.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 import threading
 import weakref
@@ -45,6 +52,12 @@ _BACKGROUND_DELETE_MIN: Final = 64 << 20
 _NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 _PARTIAL: Final = ".partial"  # suffix of a file a copy is still filling (see _commit)
 _MAX_FILE_BYTES: Final = 2**63 - 1  # the largest offset (off_t) a file can have
+_DELETED: Final = ".deleted"  # suffix of a large file being unlinked off-thread (see _delete)
+# Fresh random names tried when another user holds the name a file should take.
+_NAME_ATTEMPTS: Final = 100
+# Directories whose leftover .deleted files this process already removed.
+_SWEPT: set[str] = set()
+_SWEPT_LOCK = threading.Lock()
 
 
 def _released(what: str) -> RuntimeError:
@@ -75,12 +88,68 @@ def _delete(path: str, nbytes: int) -> None:
             os.unlink(path)
         return
     folder, name = os.path.split(path)
-    doomed = os.path.join(folder, f".{name.lstrip('.')}.deleted")
     try:
-        os.rename(path, doomed)
+        doomed = _move(path, os.path.join(folder, f".{name.lstrip('.')}{_DELETED}"), _DELETED)
     except FileNotFoundError:
         return
     threading.Thread(target=_unlink_quietly, args=(doomed,), name="conveyor-delete").start()
+
+
+def _move(path: str, wanted: str, suffix: str) -> str:
+    """Give the file at ``path`` the name ``wanted``, never replacing a file that holds it.
+
+    When another user holds ``wanted`` (a shared sticky directory), a fresh random name of the
+    same form (``[.]conveyor-<random>.<kind><suffix>``) is tried instead. Returns the new path.
+
+    Raises:
+        FileExistsError: every name tried was taken (the message says where and how many).
+        FileNotFoundError: nothing is at ``path``.
+    """
+    folder, name = os.path.split(wanted)
+    hidden = "." if name.startswith(".") else ""
+    kind = name.lstrip(".").split(".")[1]  # conveyor-<random>.<kind>[suffix]
+    candidate = wanted
+    for _ in range(_NAME_ATTEMPTS):
+        try:
+            os.link(path, candidate)  # fails if ``candidate`` exists, unlike rename
+        except FileExistsError:
+            fresh = f"{hidden}conveyor-{secrets.token_hex(6)}.{kind}{suffix}"
+            candidate = os.path.join(folder, fresh)
+            continue
+        except FileNotFoundError:
+            raise
+        except OSError:  # no hard links on this filesystem: ``candidate`` is a fresh name
+            os.rename(path, candidate)
+            return candidate
+        os.unlink(path)
+        return candidate
+    msg = (
+        f"FileBacked: every name tried for {name!r} in {folder!r} ({_NAME_ATTEMPTS} of them) "
+        f"is taken by another file; use a directory other users cannot write to"
+    )
+    raise FileExistsError(errno.EEXIST, msg)
+
+
+def _sweep_deleted(folder: str) -> None:
+    """Remove this user's ``.conveyor-*.deleted`` files in ``folder`` (once per process).
+
+    Such a file is always doomed: a release renamed it before unlinking it off-thread, and a
+    process killed in between left it behind. Unlinking it twice is harmless.
+    """
+    with _SWEPT_LOCK:
+        if folder in _SWEPT:
+            return
+        _SWEPT.add(folder)
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(".conveyor-") and name.endswith(_DELETED)):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and (
+                    entry.stat(follow_symlinks=False).st_uid == os.getuid()
+                ):
+                    os.unlink(entry.path)
 
 
 def _unlink_quietly(path: str) -> None:
@@ -208,6 +277,7 @@ class FileBacked(cv.Carrier):
             )
             raise ValueError(msg)
         where = _private_dir.path() if directory is None else os.fspath(directory)
+        _sweep_deleted(os.path.abspath(where))
         fd, path = _private_dir.new_file(where, dtype.name, _PARTIAL if pending else None)
         try:
             nbytes = size * dtype.itemsize
@@ -325,16 +395,10 @@ class FileBacked(cv.Carrier):
             self._pending = False
 
     def _rename(self, new: str) -> None:
-        """Move the file to the name ``new``, never replacing a file that holds that name."""
+        """Move the file to the name ``new`` (a fresh one of its form if another file has it)."""
+        suffix = _PARTIAL if new.endswith(_PARTIAL) else ""
         with self._guard.use("commit"):
-            try:
-                os.link(self._path, new)  # fails if ``new`` exists, unlike rename
-            except FileExistsError:
-                raise
-            except OSError:  # no hard links on this filesystem: ``new`` is a fresh random name
-                os.rename(self._path, new)
-            else:
-                os.unlink(self._path)
+            new = _move(self._path, new, suffix)
         self._path = new
         self._dir_synced = False  # the directory entry changed: flush() syncs it again
         if self._unlink[0] is not None:
