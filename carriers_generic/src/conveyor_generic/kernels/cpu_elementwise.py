@@ -66,7 +66,6 @@ _UNARY: Final[dict[str, np.ufunc]] = {
     "ceil": np.ceil,
     "round": np.rint,  # half to even
     "logical_not": np.logical_not,
-    "softplus": np.logaddexp,  # logaddexp(x, 0)
     "relu": np.maximum,  # maximum(x, 0): keeps NaN and the integer dtype
 }
 _INTEGRAL: Final = frozenset({"floor", "ceil", "round"})  # identity on bool and integers
@@ -324,7 +323,7 @@ def _unary(name: str) -> Callable[..., Array]:
     # id(plan) -> (plan, call or None for an identity copy, compute dtype, work dtype), once
     # per plan; keyed by identity like the binary kernels' (a plan's hash is a Python call).
     calls: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any]]] = {}
-    binary = name in ("softplus", "relu", "recip")
+    binary = name in ("relu", "recip")
     scale = rt.MEMORY_BOUND_SCALE if name in _MEMORY_BOUND_UNARY else 1
 
     def prepare(plan: cv.OperationPlan) -> tuple[cv.OperationPlan, Any, Any, Any]:
