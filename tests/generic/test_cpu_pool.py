@@ -133,3 +133,33 @@ class TestPoolRefills:
             del_me = x + x
             del del_me
         assert rt.pool_bytes() == 0
+
+
+class TestPooledBuffersAreAlignedMappings:
+    def test_a_reused_buffer_needs_no_address_look_up(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Once a medium result died, the next one takes its buffer without aligning anew."""
+        x = cv.zeros(MEDIUM, carrier=CPU)
+        y = x + x
+        del y
+
+        def refuse(raw: object) -> int:
+            raise AssertionError("buffer_address called on a pooled reuse")
+
+        monkeypatch.setattr(rt, "buffer_address", refuse)
+        before = rt.fresh_buffers()
+        for _ in range(3):
+            z = x + 1.0
+            assert address(buffer_of(z)) % rt.ALIGN == 0
+            np.testing.assert_array_equal(z.numpy()[:2], [1.0, 1.0])
+            del z
+        assert rt.fresh_buffers() == before
+
+    def test_a_scratch_buffer_with_another_array_over_it_is_not_reused(self) -> None:
+        """recycle leaves a buffer alone while a second array still reads its memory."""
+        work = rt.scratch((MEDIUM,), np.dtype(np.float32))
+        kept = work[:4]
+        rt.recycle(work)
+        assert rt.pool_bytes() == 0
+        del kept

@@ -4,12 +4,13 @@
 ``np.matmul`` with ``out=`` a fresh aligned buffer, so float32 / float64 / complex products run
 in the multithreaded BLAS NumPy links.
 
-``conv_general`` is lowered by shape. A 1x1 kernel without padding on one image multiplies the
-weights with the image where it lies. Any other kernel copies the input once into a zero-filled, dilated
-and padded buffer, takes every window as a strided view (no copy) and, for a chunk of images at
-a time and group by group, lays the windows out as one ``(channels * taps, images *
-positions)`` matrix (the im2col copy) that one BLAS product with the ``(outputs, channels *
-taps)`` weights turns into every image's result. Work buffers come from the runtime pool.
+``conv_general`` is lowered by shape. A 1x1 kernel without padding on one image multiplies
+the weights with the image where it lies. Any other kernel copies the input once into a
+zero-filled, dilated and padded buffer (none is needed without padding or dilation), takes
+every window as a strided view (no copy) and, for a chunk of images at a time and group by
+group, lays the windows out as one ``(channels * taps, images * positions)`` matrix (the
+im2col copy) that one BLAS product with the ``(outputs, channels * taps)`` weights turns into
+every image's result. Work buffers come from the runtime pool.
 Gradients are convolutions too (the central VJP), so they take the same lowerings.
 Contraction order differs from the reference's tap-by-tap sum, so floating results agree
 within a summation tolerance.
@@ -115,9 +116,9 @@ def conv_general(plan: cv.OperationPlan, options: Any, a: Array, b: Array) -> Ar
     """N-d grouped cross-correlation (no kernel flip), XLA-style, lowered by shape onto BLAS.
 
     A 1x1 kernel without padding on one image is a matmul of the weights with the image as it
-    lies (no copy unless strided). Any other kernel is im2col over a chunk of images: the windows become one
-    ``(C_g * taps, images * positions)`` matrix, and one BLAS product per chunk and group with
-    the ``(O_g, C_g * taps)`` weights gives every image's result at once.
+    lies (no copy unless strided). Any other kernel is im2col over a chunk of images: the
+    windows become one ``(C_g * taps, images * positions)`` matrix, and one BLAS product per
+    chunk and group with the ``(O_g, C_g * taps)`` weights gives every image's result at once.
     """
     if options is None:
         options = _DEFAULT_CONV

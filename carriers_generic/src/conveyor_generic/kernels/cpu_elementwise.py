@@ -257,7 +257,7 @@ def _binary(name: str) -> Callable[..., Array]:
                 (kind is float or kind is int)
                 and array.__class__ is np.ndarray
                 and array.dtype is work
-                and array.size < rt.PARALLEL_MIN
+                and array.size < rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE
                 and (kind is float or -_EXACT_INT <= number <= _EXACT_INT)
             ):
                 value = weak(float(number))
@@ -281,9 +281,10 @@ def _binary(name: str) -> Callable[..., Array]:
                 key = (shape, b.shape)
                 found = _BROADCASTS.get(key) or _broadcast(plan, key)
                 shape, size = found
-            if size < rt.PARALLEL_MIN:
-                # The hot path of small operands of the work dtype: one ufunc call (it
-                # broadcasts), nothing derived that a previous call already derived.
+            if size < rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
+                # The hot path of operands of the work dtype below the threaded size: one
+                # ufunc call (it broadcasts), nothing derived that a previous call derived.
+                # (Up to 4M elements: binary work splits across cores only from there.)
                 out = rt.empty(shape, out_dtype, size)
                 direct(a, b, out=out)
                 return out
