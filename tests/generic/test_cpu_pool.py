@@ -163,3 +163,23 @@ class TestPooledBuffersAreAlignedMappings:
         rt.recycle(work)
         assert rt.pool_bytes() == 0
         del kept
+
+    def test_a_dead_shaped_result_refills_the_pool(self) -> None:
+        """A 2-D result (whose flat buffer is a view of the shaped array) comes back too."""
+        x = cv.zeros((512, 1024), carrier=CPU)
+        y = x + 1.0
+        first = address(buffer_of(y))
+        del y
+        assert rt.pool_bytes() == rt.size_class(512 * 1024 * 4)
+        z = x + 2.0
+        assert address(buffer_of(z)) == first
+
+    def test_an_exported_view_of_a_shaped_result_keeps_it_out_of_the_pool(self) -> None:
+        x = cv.zeros((512, 1024), carrier=CPU)
+        y = x + 1.0
+        kept = np.asarray(y)
+        del y
+        assert rt.pool_bytes() == 0
+        z = x + 2.0
+        assert not np.shares_memory(kept, np.asarray(z))
+        np.testing.assert_array_equal(kept[0, :3], [1.0, 1.0, 1.0])

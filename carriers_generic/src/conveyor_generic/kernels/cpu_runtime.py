@@ -202,8 +202,15 @@ def _reusable(flat: Array, holders: int) -> mmap.mmap | None:
     """
     window: Any = flat.base  # NumPy types base as an ndarray; ours are mappings (_window)
     if window.__class__ is not mmap.mmap:
-        return None  # not a buffer of the pool's making (an identity test: flags cost a call)
-    # getrefcount's argument adds one to each count. To the buffer: this local and flat's
+        # A flat view of a shaped result: NumPy stops resolving bases at the array built over
+        # the mapping, so views of a result have that array as their base.
+        if window.__class__ is not np.ndarray or window.base.__class__ is not mmap.mmap:
+            return None  # not a buffer of the pool's making (identity tests: flags cost a call)
+        # References to the shaped array: flat's base, this local, getrefcount's argument.
+        if sys.getrefcount(window) > 3:
+            return None
+        window = window.base
+    # getrefcount's argument adds one to each count. To the buffer: this local and its array's
     # base; an exported view, a DLPack capsule or another array over the buffer each add one.
     if sys.getrefcount(flat) > holders + 1 or sys.getrefcount(window) > 3:
         return None
