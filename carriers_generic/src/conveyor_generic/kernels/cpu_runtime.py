@@ -204,7 +204,8 @@ def _reusable(flat: Array, holders: int) -> mmap.mmap | None:
     if window.__class__ is not mmap.mmap:
         # A flat view of a shaped result: NumPy stops resolving bases at the array built over
         # the mapping, so views of a result have that array as their base.
-        if window.__class__ is not np.ndarray or window.base.__class__ is not mmap.mmap:
+        under: Any = window.base if window.__class__ is np.ndarray else None
+        if under.__class__ is not mmap.mmap:
             return None  # not a buffer of the pool's making (identity tests: flags cost a call)
         # References to the shaped array: flat's base, this local, getrefcount's argument.
         if sys.getrefcount(window) > 3:
