@@ -210,12 +210,14 @@ def _reusable(flat: Array, holders: int) -> mmap.mmap | None:
         # References to the shaped array: flat's base, this local, getrefcount's argument.
         if sys.getrefcount(window) > 3:
             return None
-        window = window.base
+        window = under
+        del under  # the counts below allow one local reference to the mapping
     # getrefcount's argument adds one to each count. To the buffer: this local and its array's
     # base; an exported view, a DLPack capsule or another array over the buffer each add one.
     if sys.getrefcount(flat) > holders + 1 or sys.getrefcount(window) > 3:
         return None
-    return window
+    found: mmap.mmap = window
+    return found
 
 
 def _keep(window: mmap.mmap) -> None:
