@@ -145,7 +145,17 @@ def _window(cls: int) -> mmap.mmap:
     """
     global _fresh
     _fresh += 1
-    return mmap.mmap(-1, cls)
+    window = mmap.mmap(-1, cls)
+    if cls >= _HUGE_MIN and _HUGEPAGE is not None:
+        # As NumPy does for its own large buffers: with 4 KiB pages a 16M-element add into
+        # a mapping took 7.1-9.4 ms, 6.0-6.1 ms with huge pages (np.empty: 5.2-6.1 ms).
+        window.madvise(_HUGEPAGE)
+    return window
+
+
+# Transparent huge pages are asked for buffers of at least this size, where the OS has them.
+_HUGE_MIN = 4 << 20
+_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
 def _pooled(nbytes: int) -> mmap.mmap:
