@@ -133,3 +133,53 @@ class TestPoolRefills:
             del_me = x + x
             del del_me
         assert rt.pool_bytes() == 0
+
+
+class TestPooledBuffersAreAlignedMappings:
+    def test_a_reused_buffer_needs_no_address_look_up(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Once a medium result died, the next one takes its buffer without aligning anew."""
+        x = cv.zeros(MEDIUM, carrier=CPU)
+        y = x + x
+        del y
+
+        def refuse(raw: object) -> int:
+            raise AssertionError("buffer_address called on a pooled reuse")
+
+        monkeypatch.setattr(rt, "buffer_address", refuse)
+        before = rt.fresh_buffers()
+        for _ in range(3):
+            z = x + 1.0
+            assert address(buffer_of(z)) % rt.ALIGN == 0
+            np.testing.assert_array_equal(z.numpy()[:2], [1.0, 1.0])
+            del z
+        assert rt.fresh_buffers() == before
+
+    def test_a_scratch_buffer_with_another_array_over_it_is_not_reused(self) -> None:
+        """recycle leaves a buffer alone while a second array still reads its memory."""
+        work = rt.scratch((MEDIUM,), np.dtype(np.float32))
+        kept = work[:4]
+        rt.recycle(work)
+        assert rt.pool_bytes() == 0
+        del kept
+
+    def test_a_dead_shaped_result_refills_the_pool(self) -> None:
+        """A 2-D result (whose flat buffer is a view of the shaped array) comes back too."""
+        x = cv.zeros((512, 1024), carrier=CPU)
+        y = x + 1.0
+        first = address(buffer_of(y))
+        del y
+        assert rt.pool_bytes() == rt.size_class(512 * 1024 * 4)
+        z = x + 2.0
+        assert address(buffer_of(z)) == first
+
+    def test_an_exported_view_of_a_shaped_result_keeps_it_out_of_the_pool(self) -> None:
+        x = cv.zeros((512, 1024), carrier=CPU)
+        y = x + 1.0
+        kept = np.asarray(y)
+        del y
+        assert rt.pool_bytes() == 0
+        z = x + 2.0
+        assert not np.shares_memory(kept, np.asarray(z))
+        np.testing.assert_array_equal(kept[0, :3], [1.0, 1.0, 1.0])

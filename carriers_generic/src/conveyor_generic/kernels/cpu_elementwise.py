@@ -66,7 +66,6 @@ _UNARY: Final[dict[str, np.ufunc]] = {
     "ceil": np.ceil,
     "round": np.rint,  # half to even
     "logical_not": np.logical_not,
-    "softplus": np.logaddexp,  # logaddexp(x, 0)
     "relu": np.maximum,  # maximum(x, 0): keeps NaN and the integer dtype
 }
 _INTEGRAL: Final = frozenset({"floor", "ceil", "round"})  # identity on bool and integers
@@ -258,7 +257,7 @@ def _binary(name: str) -> Callable[..., Array]:
                 (kind is float or kind is int)
                 and array.__class__ is np.ndarray
                 and array.dtype is work
-                and array.size < rt.PARALLEL_MIN
+                and array.size < rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE
                 and (kind is float or -_EXACT_INT <= number <= _EXACT_INT)
             ):
                 value = weak(float(number))
@@ -282,9 +281,10 @@ def _binary(name: str) -> Callable[..., Array]:
                 key = (shape, b.shape)
                 found = _BROADCASTS.get(key) or _broadcast(plan, key)
                 shape, size = found
-            if size < rt.PARALLEL_MIN:
-                # The hot path of small operands of the work dtype: one ufunc call (it
-                # broadcasts), nothing derived that a previous call already derived.
+            if size < rt.PARALLEL_MIN * rt.MEMORY_BOUND_SCALE:
+                # The hot path of operands of the work dtype below the threaded size: one
+                # ufunc call (it broadcasts), nothing derived that a previous call derived.
+                # (Up to 4M elements: binary work splits across cores only from there.)
                 out = rt.empty(shape, out_dtype, size)
                 direct(a, b, out=out)
                 return out
@@ -324,7 +324,7 @@ def _unary(name: str) -> Callable[..., Array]:
     # id(plan) -> (plan, call or None for an identity copy, compute dtype, work dtype), once
     # per plan; keyed by identity like the binary kernels' (a plan's hash is a Python call).
     calls: dict[int, tuple[cv.OperationPlan, Any, np.dtype[Any], np.dtype[Any]]] = {}
-    binary = name in ("softplus", "relu", "recip")
+    binary = name in ("relu", "recip")
     scale = rt.MEMORY_BOUND_SCALE if name in _MEMORY_BOUND_UNARY else 1
 
     def prepare(plan: cv.OperationPlan) -> tuple[cv.OperationPlan, Any, Any, Any]:

@@ -9,6 +9,9 @@ read back from the low bits. The value bits rank NaN above +inf and ``-0.0`` equ
 position order. Values are gathered from the input, so signed zeros and NaN payloads survive.
 Wider dtypes use the reference's stable argsort.
 
+A long 1-D input is sorted on every core: the packed keys are written into the result buffer,
+partitioned in place into one value range per core, and each range sorted by its own core.
+
 ``topk`` of a long 1-D input keeps only candidates: each core partitions its half of the keys
 around that half's k-th key and keeps every element at least as good; the few candidates are
 then ordered exactly as above.
@@ -16,6 +19,7 @@ then ordered exactly as above.
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import Any
 
@@ -39,6 +43,8 @@ _U32 = np.dtype(np.uint32)
 _NEG_INF_KEY = 0x007FFFFF  # the key of -inf; NaNs with the sign bit set fall below it
 _POS_INF_KEY = 0xFF800000  # the key of +inf; NaNs without it fall above
 _LOW = np.uint64(0xFFFFFFFF)
+# On a little-endian machine the high half of a uint64 is the second uint32 of its pair.
+_LITTLE = sys.byteorder == "little"
 _SHIFT = np.uint64(32)
 
 
@@ -94,59 +100,46 @@ def _packed_order(x: Array, axis: int, descending: bool) -> Array:
 
 
 def _bucket_sort(x: Array, descending: bool, parts: int) -> Array:
-    """The stable order of the long 1-D ``x``: packed keys split into value ranges, one per core.
+    """The stable order of the long 1-D ``x``, as sorted packed keys in the published indices.
 
-    Sampled quantiles of the packed keys cut the range into ``parts`` buckets; every core moves
-    its share of the keys into the buckets (in input order), then each bucket is sorted by its
-    own core. Keys are unique, so concatenated sorted buckets are the sorted whole.
+    Every core writes its share of the packed keys (value bits high, position low) straight
+    into the int64 result buffer; one partition at ``parts - 1`` equally spaced ranks then
+    splits the keys into value ranges in place (NumPy's SIMD selection), and each core sorts
+    one range. Keys are unique, so the sorted ranges are the sorted whole. Nothing else of the
+    input's size is allocated: on the reference machine fresh memory page-faults, and the
+    earlier masks, compressed buckets and position arrays cost more than the sorts.
     """
     n = x.size
-    packed = np.empty(n, np.uint64)
-    spans = [(low, min(low + -(-n // parts), n)) for low in range(0, n, -(-n // parts))]
+    indices = rt.empty((n,), np.dtype(np.int64), n)  # the published indices, filled in place
+    packed = indices.view(np.uint64)
+    step = -(-n // parts)
+    spans = [(low, min(low + step, n)) for low in range(0, n, step)]
+    rt.run_parallel([partial(_pack, x, packed, low, high, descending) for low, high in spans])
+    ranks = [n * j // parts for j in range(1, parts)]
+    packed.partition(ranks)
+    bounds = list(zip([0, *ranks], [*ranks, n], strict=True))
+    rt.run_parallel([packed[low:high].sort for low, high in bounds])
+    return indices
 
-    def pack(low: int, high: int) -> None:
-        keys = np.empty(high - low, _U32)
+
+def _pack(x: Array, packed: Array, low: int, high: int, descending: bool) -> None:
+    """``packed[low:high] = key(x) << 32 | position`` for one core's span."""
+    part = packed[low:high]
+    if _LITTLE:  # the two halves of each uint64, written in place
+        halves = part.view(_U32)
+        keys = halves[1::2]
         _keys_into(keys, x[low:high])
         if descending:
             np.invert(keys, out=keys)
-        part = packed[low:high]
-        np.copyto(part, keys)
-        np.left_shift(part, _SHIFT, out=part)
-        np.bitwise_or(part, np.arange(low, high, dtype=np.uint64), out=part)
-
-    rt.run_parallel([partial(pack, low, high) for low, high in spans])
-    sample = np.sort(packed[:: max(1, n // (64 * parts))])
-    pivots = sample[[len(sample) * j // parts for j in range(1, parts)]]
-    # bucket_of[t][b]: mask of chunk t's keys falling in bucket b.
-    masks: list[list[Array]] = [[] for _ in spans]
-
-    def classify(t: int) -> None:
-        low, high = spans[t]
-        below = [np.less(packed[low:high], p) for p in pivots]
-        previous = np.zeros(high - low, np.bool_)
-        for mask in below:
-            masks[t].append(mask & ~previous)
-            previous = mask
-        masks[t].append(~previous)
-
-    rt.run_parallel([partial(classify, t) for t in range(len(spans))])
-    counts = np.array([[int(np.count_nonzero(m)) for m in row] for row in masks])
-    bucket_sizes = counts.sum(axis=0)
-    bucket_start = np.concatenate([[0], np.cumsum(bucket_sizes)[:-1]])
-    offsets = bucket_start + np.concatenate([np.zeros((1, parts), np.int64), counts.cumsum(0)])[:-1]
-    indices = rt.empty((n,), np.dtype(np.int64), n)  # the published indices, filled in place
-    out = indices.view(np.uint64)
-
-    def scatter(t: int) -> None:
-        low, high = spans[t]
-        for b in range(parts):
-            start = int(offsets[t, b])
-            np.compress(masks[t][b], packed[low:high], out=out[start : start + counts[t, b]])
-
-    rt.run_parallel([partial(scatter, t) for t in range(len(spans))])
-    bounds = [(int(bucket_start[b]), int(bucket_start[b] + bucket_sizes[b])) for b in range(parts)]
-    rt.run_parallel([out[low:high].sort for low, high in bounds])
-    return indices
+        np.copyto(halves[0::2], np.arange(low, high, dtype=_U32))
+        return
+    keys = np.empty(high - low, _U32)
+    _keys_into(keys, x[low:high])
+    if descending:
+        np.invert(keys, out=keys)
+    np.copyto(part, keys)
+    np.left_shift(part, _SHIFT, out=part)
+    np.bitwise_or(part, np.arange(low, high, dtype=np.uint64), out=part)
 
 
 def _values_from_keys(values: Array, keys: Array, dtype: np.dtype[Any]) -> None:
@@ -192,9 +185,14 @@ def _unpack(x: Array, indices: Array, descending: bool, plan: cv.OperationPlan) 
 
     def unpack(low: int, high: int) -> None:
         part = packed[low:high]
-        keys = np.right_shift(part, _SHIFT).astype(_U32)
-        if descending:
-            np.invert(keys, out=keys)
+        if _LITTLE:
+            keys = part.view(_U32)[1::2]
+            if descending:
+                keys = np.invert(keys)
+        else:
+            keys = np.right_shift(part, _SHIFT).astype(_U32)
+            if descending:
+                np.invert(keys, out=keys)
         _values_from_keys(values[low:high], keys, x.dtype)
         np.bitwise_and(part, _LOW, out=part)
 
