@@ -25,29 +25,41 @@ if TYPE_CHECKING:
 __all__ = [
     "VIEW_OPERATIONS",
     "abs",
+    "acos",
+    "acosh",
     "add",
     "argmax",
     "argmin",
     "as_strided",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
     "broadcast_to",
     "ceil",
+    "cholesky",
     "clamp",
     "conv_general",
     "cos",
+    "cosh",
     "cumsum",
     "div",
+    "eigh",
     "elementwise_mul",
     "elu",
     "eq",
     "erf",
     "exp",
     "exp2",
+    "expm1",
     "floor",
     "gather",
     "gelu",
+    "inv",
     "le",
     "leaky_relu",
     "log",
+    "log1p",
     "log2",
     "logical_not",
     "lt",
@@ -59,6 +71,7 @@ __all__ = [
     "neg",
     "permute",
     "pow",
+    "qr",
     "rearrange",
     "recip",
     "reduce_max",
@@ -77,10 +90,14 @@ __all__ = [
     "sign",
     "silu",
     "sin",
+    "sinh",
     "softplus",
+    "solve",
     "sort",
     "sqrt",
     "squeeze",
+    "svd",
+    "tan",
     "tanh",
     "topk",
     "unsqueeze",
@@ -278,7 +295,7 @@ def _planned(name: str) -> Callable[..., Tensor]:
 
 
 def _planned_pair(name: str) -> Callable[..., tuple[Tensor, Tensor]]:
-    """A planned name with two outputs (values and int64 indices)."""
+    """A planned name with two outputs (values and indices, ``qr``'s factors, ``eigh``'s)."""
     spec = operation_spec(name)
     return _public(name, spec.roles, spec.optional_roles)
 
@@ -347,6 +364,25 @@ scatter = _planned("scatter")
 scatter_add = _planned("scatter_add")
 select = _planned("select")
 clamp = _planned("clamp")
+# Complex plans of functions composed for real input (conveyor.lib.composed)
+tan = _planned("tan")
+sinh = _planned("sinh")
+cosh = _planned("cosh")
+asin = _planned("asin")
+acos = _planned("acos")
+atan = _planned("atan")
+asinh = _planned("asinh")
+acosh = _planned("acosh")
+atanh = _planned("atanh")
+expm1 = _planned("expm1")
+log1p = _planned("log1p")
+# Linear algebra
+inv = _planned("inv")
+cholesky = _planned("cholesky")
+solve = _planned("solve")
+qr = _planned_pair("qr")
+eigh = _planned_pair("eigh")
+svd: Callable[..., tuple[Tensor, Tensor, Tensor]] = _public("svd", ("input",), frozenset())
 # Views (representation-preserving)
 as_strided = _view("as_strided")
 broadcast_to = _view("broadcast_to")
