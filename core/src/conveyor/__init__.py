@@ -240,6 +240,7 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     where,
 )
 from conveyor.lib.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
+from conveyor.lib import einops_backend as _einops_backend
 from conveyor.lib.tensor_methods import TensorMethods as _TensorMethods
 from conveyor.types.capabilities import (
     CapabilitySet,
@@ -338,6 +339,7 @@ def _scanned_host() -> plugins.PluginHost | None:
 # The plugin host and the user library sit above the engine, which reads them through these.
 _plugin_access.connect(default=_default_host, scanned=_scanned_host)
 _library.connect(_TensorMethods(array_namespace=_array_namespace))
+_einops_backend.install()  # einops finds Conveyor tensors (imports nothing itself)
 
 __all__ = [
     "BoundCall",

@@ -303,7 +303,15 @@ class Tensor:
             return array.copy()
         return array
 
-    def __dlpack__(self, **kwargs: Any) -> Any:
+    def __dlpack__(
+        self,
+        /,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: Any = None,
+        copy: bool | None = None,
+    ) -> Any:
         """Export through the carrier's ``_dlpack(layout, **kwargs)`` hook, when it has one.
 
         Zero-copy interchange is a carrier capability (only memory a consumer can address can be
@@ -324,16 +332,17 @@ class Tensor:
                 f"memory; use tensor.numpy() or cv.move the tensor to 'cpu'"
             )
             raise BufferError(msg)
+        kwargs = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
         if self._requires_grad or saved_for_backward(self._carrier):
-            if kwargs.get("copy") is False:
+            if copy is False:
                 msg = (
                     f"__dlpack__ on {carrier}: copy=False, but the tensor is part of an "
                     f"autograd graph and is only exported as a copy; pass copy=None or detach "
                     f"a clone first"
                 )
                 raise BufferError(msg)
-            kwargs["copy"] = True
-        return hook(self._layout, **kwargs)
+            copy = True
+        return hook(self._layout, copy=copy, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         hook = getattr(self._carrier, "_dlpack_device", None)

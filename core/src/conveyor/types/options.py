@@ -292,12 +292,23 @@ def _key_item(item: object) -> object:
     if type(item) is slice:
         parts: tuple[object, ...] = (item.start, item.stop, item.step)
         if not all(v is None or type(v) is int for v in parts):
-            parts = tuple(None if v is None else _as_int(v) for v in parts)
+            parts = tuple(None if v is None else _slice_bound(v) for v in parts)
             item = slice(*parts)
         if parts[2] == 0:
             raise _Bad(ValueError, "slice step must not be zero")
         return item
     return _as_int(item)
+
+
+def _slice_bound(value: object) -> int:
+    """A slice's start, stop or step: an int, or anything Python's own slicing takes
+    (``__index__``: NumPy integers, a single-element integer tensor), never a bool."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise _Bad
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise _Bad from None
 
 
 def _key(value: object) -> object:

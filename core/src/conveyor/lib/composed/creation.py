@@ -198,10 +198,25 @@ def from_numpy(array: np.ndarray[Any, Any], carrier: Any = None) -> Tensor:
 
 
 def from_dlpack(x: Any, /, *, carrier: Any = None, copy: bool | None = None) -> Tensor:
-    """A tensor from any DLPack producer with CPU-addressable memory (copied onto ``carrier``)."""
+    """A tensor from any DLPack producer with CPU-addressable memory (copied onto ``carrier``).
+
+    Raises:
+        TypeError: ``x`` is not a DLPack producer (it has no ``__dlpack__``).
+        BufferError: ``copy=False`` (carriers own their storage, so the data is always copied;
+            ``conveyor_generic.cpu.from_dlpack`` shares a producer's memory on CPU).
+    """
     import numpy as np
 
+    if not hasattr(x, "__dlpack__"):
+        msg = (
+            f"from_dlpack: {type(x).__name__} is not a DLPack producer (no __dlpack__); pass a "
+            f"NumPy array, a PyTorch CPU tensor or a Conveyor tensor, or use cv.asarray(...)"
+        )
+        raise TypeError(msg)
     if copy is False:
-        msg = "from_dlpack: copy=False is not supported; carriers own their storage"
-        raise ValueError(msg)
+        msg = (
+            "from_dlpack: copy=False, but carriers own their storage, so the data is always "
+            "copied; pass copy=None, or use conveyor_generic.cpu.from_dlpack to share memory"
+        )
+        raise BufferError(msg)
     return from_numpy(np.from_dlpack(x), carrier)
