@@ -174,6 +174,42 @@ def _bind(
     return result
 
 
+def _positional_options(
+    name: str,
+    roles: tuple[str, ...],
+    schema: Any,
+    operands: tuple[Any, ...],
+    fields: dict[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """NumPy's positional forms: arguments after the operands fill the options in schema order.
+
+    ``reshape(x, (2, 3))`` is ``reshape(x, shape=(2, 3))``, ``sort(x, -1)`` is
+    ``sort(x, axis=-1)``; the values are validated as keywords are.
+
+    Raises:
+        TypeError: too few operands, more positional values than options, or an option given
+            both ways; the message names the keywords to use.
+    """
+    n = len(roles)
+    names = list(schema)
+    extra = operands[n:]
+    keywords = ", ".join(f"{f}=" for f in names)
+    if len(operands) < n or len(extra) > len(names):
+        usage = f" then its options ({keywords})" if names else " and no options"
+        fix = "pass the options by keyword" if names else f"pass exactly {n} operand(s)"
+        msg = (
+            f"{name}() takes {n} operand(s) ({', '.join(roles)}){usage}, got {len(operands)} "
+            f"positional argument(s); {fix}"
+        )
+        raise TypeError(msg)
+    given = dict(zip(names, extra, strict=False))
+    twice = sorted(set(given) & set(fields))
+    if twice:
+        msg = f"{name}() got option {twice[0]!r} both by position and by keyword; pass it once"
+        raise TypeError(msg)
+    return operands[:n], {**given, **fields}
+
+
 def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Callable[..., Any]:
     n = len(roles)
     required = n - len(optional)
@@ -188,8 +224,7 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
             if required <= len(operands) < n:
                 operands = operands + (None,) * (n - len(operands))
             else:
-                msg = f"{name}() takes {n} operand(s) ({', '.join(roles)}), got {len(operands)}"
-                raise TypeError(msg)
+                operands, fields = _positional_options(name, roles, schema, operands, fields)
         # The signature (dtype per tensor, type per other operand, exact carrier class) and the
         # carrier check of _carrier_of, in one pass; binary calls unrolled (the hot path).
         if n == 2:

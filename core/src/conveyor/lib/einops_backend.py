@@ -69,7 +69,9 @@ def _define(backends: ModuleType) -> None:
                 "all": C.all,
             }
             if operation not in reductions:
-                msg = f"einops reduce on {type(x.carrier).__name__}: unknown reduction {operation!r}"
+                msg = (
+                    f"einops reduce on {type(x.carrier).__name__}: unknown reduction {operation!r}"
+                )
                 raise NotImplementedError(msg)
             result: Tensor = reductions[operation](x, axis=tuple(axes))
             return result
