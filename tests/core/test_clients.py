@@ -49,7 +49,7 @@ _SKLEARN = textwrap.dedent(
     def fitted(model, names):
         return [getattr(model, n) for n in names]
 
-    def run(module, X, y, target, kernel):
+    def run(X, y, target, kernel):
         out = {}
         pca = PCA(n_components=3, svd_solver="full").fit(X)
         out["PCA"] = [pca.transform(X), *fitted(pca, ["components_", "explained_variance_"])]
@@ -66,17 +66,16 @@ _SKLEARN = textwrap.dedent(
         out["train_test_split"] = train_test_split(X, y, random_state=0)
         return out
 
-    want = run(np, X, y, target, kernel)
+    want = run(X, y, target, kernel)
     with sklearn.config_context(array_api_dispatch=True):
-        got = run(
-            xp, xp.asarray(X), xp.asarray(y), xp.asarray(target), xp.asarray(kernel)
-        )
+        got = run(xp.asarray(X), xp.asarray(y), xp.asarray(target), xp.asarray(kernel))
     report = {}
     for name, values in want.items():
         diffs, kinds = [], []
         for w, g in zip(values, got[name], strict=True):
             kinds.append(type(g).__name__)
-            diffs.append(float(np.max(np.abs(np.asarray(w, dtype=float) - np.asarray(g, dtype=float)), initial=0)))
+            gap = np.abs(np.asarray(w, dtype=float) - np.asarray(g, dtype=float))
+            diffs.append(float(np.max(gap, initial=0)))
         report[name] = {"difference": max(diffs), "types": kinds}
     print(json.dumps(report))
     """

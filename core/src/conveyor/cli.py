@@ -250,7 +250,7 @@ def _matrix(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, 
     return operations, counts
 
 
-def _matrix_text(headers: Sequence[str], rows: list[tuple[object, ...]]) -> str:
+def _matrix_text(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """The operation x carrier matrix, never cutting a name: wrapped into several tables.
 
     Operation names differ only in their ends (``reduce_sum``, ``reduce_max``), so shortening

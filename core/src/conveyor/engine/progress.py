@@ -3,9 +3,10 @@
 ``with cv.progress(callback):`` makes ``callback(done, total, label)`` active in this thread (and
 in tasks copied from its context) until the block ends; blocks nest, and every active callback
 hears every report. ``with cv.progress("bar"):`` is the built-in callback: a tqdm progress bar
-per label (tqdm is imported only then; ``pip install tqdm``). Long work (out-of-core operations, residency transitions, projections)
-calls ``report`` as it goes. With no callback active, ``active()`` is a single context-variable
-read, so the work pays nothing for being observable.
+per label (tqdm is imported only then; ``pip install tqdm``). Long work (out-of-core
+operations, residency transitions, projections) calls ``report`` as it goes. With no callback
+active, ``active()`` is a single context-variable read, so the work pays nothing for being
+observable.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ calls the public functions), so the tensor itself never computes and never picks
 
 from __future__ import annotations
 
+import builtins  # Tensor's float() and int() methods shadow the names in its class body
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
@@ -665,11 +666,15 @@ class Tensor:
         self._assign("clamp_", _library.methods.clip(self, min, max))
         return self
 
-    def std(self, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Tensor:
+    def std(
+        self, axis: Any = None, keepdims: bool = False, correction: builtins.float = 0.0
+    ) -> Tensor:
         """The standard deviation (``correction=1`` for the sample estimate)."""
         return _library.methods.std(self, axis=axis, keepdims=keepdims, correction=correction)
 
-    def var(self, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Tensor:
+    def var(
+        self, axis: Any = None, keepdims: bool = False, correction: builtins.float = 0.0
+    ) -> Tensor:
         """The variance (``correction=1`` for the sample estimate)."""
         return _library.methods.var(self, axis=axis, keepdims=keepdims, correction=correction)
 
@@ -681,13 +686,13 @@ class Tensor:
         """Whether every element along ``axis`` is true (non-zero)."""
         return _library.methods.all(self, axis=axis, keepdims=keepdims)
 
-    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+    def broadcast_to(self, shape: Sequence[builtins.int]) -> Tensor:
         return _F.broadcast_to(self, shape=tuple(shape))
 
-    def squeeze(self, axes: int | Sequence[int] | None = None) -> Tensor:
+    def squeeze(self, axes: builtins.int | Sequence[builtins.int] | None = None) -> Tensor:
         return _F.squeeze(self, axes=axes)
 
-    def unsqueeze(self, axes: int | Sequence[int]) -> Tensor:
+    def unsqueeze(self, axes: builtins.int | Sequence[builtins.int]) -> Tensor:
         return _F.unsqueeze(self, axes=axes)
 
     # -- NumPy-user additions: operators, in-place forms, protocols and conversions ------------
@@ -963,14 +968,14 @@ class Tensor:
             raise TypeError(msg)
         return format(self.item(), spec)
 
-    def __round__(self, ndigits: int | None = None) -> Tensor:
+    def __round__(self, ndigits: builtins.int | None = None) -> Tensor:
         """Round half to even, to ``ndigits`` decimals (a tensor, as NumPy and PyTorch give)."""
         if not ndigits:
             return _F.round(self)
         scale = 10.0**ndigits
         return _F.div(_F.round(_F.mul(self, scale)), scale)
 
-    def __index__(self) -> int:
+    def __index__(self) -> builtins.int:
         """A single-element integer tensor used as an index (``range(t)``, ``lst[t]``)."""
         if not (self._dtype.is_integer or self._dtype.is_bool) or self.size != 1:
             msg = (

@@ -306,7 +306,7 @@ def _slice_bound(value: object) -> int:
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise _Bad
     try:
-        return operator.index(value)
+        return operator.index(value)  # type: ignore[arg-type]  # checked: it has __index__
     except TypeError:
         raise _Bad from None
 
