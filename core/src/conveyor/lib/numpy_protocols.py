@@ -125,11 +125,13 @@ def array_ufunc(
     tensor: Tensor, ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     function = handled_ufuncs().get(ufunc)
-    if any(v is not None for v in kwargs.values()):
-        return NotImplemented  # out=, where=, dtype=: NumPy-only arguments
+    if kwargs.get("out") is not None:
+        return NotImplemented  # NumPy would write into the caller's array: refused
     if function is None or method != "__call__":
         name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-        return _on_host(tensor, name, getattr(ufunc, method), inputs, {})
+        return _on_host(tensor, name, getattr(ufunc, method), inputs, kwargs)
+    if any(v is not None for v in kwargs.values()):
+        return NotImplemented  # where=, dtype=, ...: NumPy-only arguments of a call
     operands = [tensor._operand(x) for x in inputs]
     if not all(isinstance(x, Tensor | bool | int | float | complex) for x in operands):
         return NotImplemented
