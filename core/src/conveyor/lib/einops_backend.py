@@ -11,17 +11,19 @@ stay views where a layout can express them and run on the tensor's own carrier.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from conveyor.engine import functional as F
 from conveyor.engine.tensor import Tensor, arange
 from conveyor.lib import composed as C
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
 
 __all__ = ["install"]
 
@@ -105,13 +107,18 @@ def _define(backends: ModuleType) -> None:
     _DEFINED["backend"] = ConveyorBackend
 
 
-class _Loader(importlib.abc.Loader):
+# The hook's two classes follow importlib's finder and loader protocols without subclassing
+# importlib.abc, whose import (through importlib.resources) would cost every `import conveyor`
+# about a tenth of a second.
+
+
+class _Loader:
     """einops' own loader for its backends module, defining ours right after it runs."""
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    def __init__(self, loader: Loader) -> None:
         self._loader = loader
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -119,18 +126,18 @@ class _Loader(importlib.abc.Loader):
         _define(module)
 
 
-class _AfterEinops(importlib.abc.MetaPathFinder):
+class _AfterEinops:
     """A one-shot hook: finds einops' backends module with the other finders, wraps its loader."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname != _MODULE:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
+            spec.loader = _Loader(spec.loader)  # type: ignore[assignment]  # a Loader by protocol
         return spec
 
 

