@@ -305,9 +305,7 @@ def _linalg(gen: _Gen) -> list[Case]:
     if not square:
         shapes += [(4, 3), (3, 4), (0, 3)]
     option = {"cholesky": "upper", "qr": "mode", "svd": "full_matrices"}.get(name)
-    values: list[Any] = {"upper": [False, True], "mode": ["reduced", "complete"]}.get(
-        option or "", [False, True]
-    )
+    values: list[Any] = ["reduced", "complete"] if option == "mode" else [False, True]
     cases = []
     for shape in shapes:
         for value in values if option else [None]:
