@@ -1,6 +1,8 @@
 """Reference kernels: the linear-algebra names, through NumPy's LAPACK.
 
-Each name works on the matrices in the last two axes, batched over the leading ones. Operands
+Each name works on the matrices in the last two axes, batched over the leading ones (NumPy 2
+returns empty stacks and ``(0, 0)`` matrices as LAPACK's conventions extend to them: ``U`` of
+a ``(3, 0)`` matrix is the identity). Operands
 are evaluated in float64 (complex in complex128), which LAPACK supports for every plan's
 dtype (half precision has no LAPACK routine), and every result is rounded once to its output
 dtype. The refusals are worded as the central shape rules word them
@@ -82,9 +84,6 @@ def solve(plan: cv.OperationPlan, options: Any, a: Any, b: Any) -> Array:
         x = np.broadcast_to(x, (*batch, n, n))
         y = np.broadcast_to(y, (*batch, *y.shape[-2:]))
     refusal = "a matrix is singular, so the system has no unique solution; use lstsq or pinv"
-    if x.size == 0 or y.size == 0:  # LAPACK is never called on empty stacks
-        shape = x.shape[:-1] if y.ndim == 1 else y.shape
-        return finish(np.zeros(shape, x.dtype), plan.outputs[0])
     return finish(_lapack(np.linalg.solve, x, y, refusal=refusal), plan.outputs[0])
 
 
@@ -99,11 +98,6 @@ def eigh(plan: cv.OperationPlan, options: Any, a: Any) -> tuple[Array, Array]:
 def qr(plan: cv.OperationPlan, options: Any, a: Any) -> tuple[Array, Array]:
     """``Q`` (orthonormal columns) and ``R`` (upper triangular) with ``Q @ R`` the input."""
     (x,) = _matrices(plan, (a,), False)
-    *batch, m, n = x.shape
-    if x.size == 0:
-        q = m if options.mode == "complete" else min(m, n)
-        eye = np.broadcast_to(np.eye(m, q, dtype=x.dtype), (*batch, m, q))
-        return finish(eye, plan.outputs[0]), finish(np.zeros((*batch, q, n)), plan.outputs[1])
     refusal = "the factorization did not converge"
     q_factor, r_factor = _lapack(np.linalg.qr, x, refusal=refusal, mode=options.mode)
     return finish(q_factor, plan.outputs[0]), finish(r_factor, plan.outputs[1])
@@ -112,17 +106,8 @@ def qr(plan: cv.OperationPlan, options: Any, a: Any) -> tuple[Array, Array]:
 def svd(plan: cv.OperationPlan, options: Any, a: Any) -> tuple[Array, Array, Array]:
     """``U``, the singular values (descending) and ``Vh`` with ``U * S @ Vh`` the input."""
     (x,) = _matrices(plan, (a,), False)
-    *batch, m, n = x.shape
-    full = options.full_matrices
-    if x.size == 0:
-        k = min(m, n)
-        left, right = (m, n) if full else (k, k)
-        u = np.broadcast_to(np.eye(m, left, dtype=x.dtype), (*batch, m, left))
-        vh = np.broadcast_to(np.eye(right, n, dtype=x.dtype), (*batch, right, n))
-        s = np.zeros((*batch, k))
-    else:
-        refusal = "the singular value decomposition did not converge"
-        u, s, vh = _lapack(np.linalg.svd, x, refusal=refusal, full_matrices=full)
+    refusal = "the singular value decomposition did not converge"
+    u, s, vh = _lapack(np.linalg.svd, x, refusal=refusal, full_matrices=options.full_matrices)
     u_dtype, s_dtype, vh_dtype = plan.outputs
     return finish(u, u_dtype), finish(s, s_dtype), finish(vh, vh_dtype)
 

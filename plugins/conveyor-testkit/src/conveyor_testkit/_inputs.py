@@ -277,6 +277,10 @@ def _matrices(gen: _Gen, shape: _Shape, hermitian: bool) -> _Array:
     positive definite) where the name reads one triangle (``cholesky``, ``eigh``)."""
     dtype = gen.plan.operands[0].dtype
     assert dtype is not None  # the input role is never optional
+    if not (dtype.is_floating or dtype.is_complex):
+        # A bool or integer matrix promoted by solve's other operand: unit lower triangular
+        # ones, invertible in every such dtype.
+        return np.broadcast_to(np.tril(np.ones(shape[-2:])), shape).astype(dtype.numpy)
     values = gen.values(dtype, shape, "small").astype(np.complex128 if dtype.is_complex else float)
     if shape[-1] == shape[-2]:
         if hermitian:
