@@ -354,7 +354,6 @@ _library.connect(_TensorMethods(array_namespace=_array_namespace))
 _einops_backend.install()  # einops finds Conveyor tensors (imports nothing itself)
 
 __all__ = [
-    "NON_DIFFERENTIABLE",
     "BoundCall",
     "CapabilitySet",
     "Carrier",
@@ -370,6 +369,7 @@ __all__ = [
     "KernelProvider",
     "Layout",
     "MoveRoute",
+    "NON_DIFFERENTIABLE",
     "NumPyFallbackWarning",
     "OperandCapability",
     "OperandPlan",
