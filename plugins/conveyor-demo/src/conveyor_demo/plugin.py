@@ -6,10 +6,13 @@ peers load when the command runs.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from conveyor.plugins import Command, hookimpl
+
+if TYPE_CHECKING:  # discovering plugins must not load the command line's modules
+    import argparse
 
 CONVEYOR_PLUGIN_API = "1.0"
 
