@@ -52,8 +52,8 @@ class TestShippedCarriersConform:
         assert run.returncode == 0, run.output[-4000:]
         summary = run.summary()
         assert f"carrier: '{carrier}'" in summary
-        assert "names supported: 54:" in summary
-        assert f"8856 advertised, 8856 checked against {against}: 8856 passed, 0 failed" in summary
+        assert "names supported: 71:" in summary
+        assert f"9052 advertised, 9052 checked against {against}: 9052 passed, 0 failed" in summary
         assert ", 0 failed, " in summary.split("checks: ", 1)[1].splitlines()[0]
         assert "result: conforms" in summary
 
@@ -62,8 +62,8 @@ class TestShippedCarriersConform:
         run = kit_runs["shm"]
         assert run.returncode == 0, run.output[-4000:]
         summary = run.summary()
-        assert "carrier: 'shm'" in summary and "names supported: 54:" in summary
-        sampled = "8856 advertised, 960 checked against Generic (at most 25 per name): 960 passed"
+        assert "carrier: 'shm'" in summary and "names supported: 71:" in summary
+        sampled = "9052 advertised, 1037 checked against Generic (at most 25 per name): 1037 passed"
         assert sampled in summary
         assert ", 0 failed, " in summary.split("checks: ", 1)[1].splitlines()[0]
         assert "result: conforms" in summary
@@ -83,15 +83,15 @@ class TestShippedCarriersConform:
         assert run.returncode == 0, run.output[-4000:]
         summary = run.summary()
         assert f"(conveyor_storage.evictable.Evictable), hierarchy {tiers}" in summary
-        assert "names supported: 54:" in summary
+        assert "names supported: 71:" in summary
         assert ", 0 failed, " in summary.split("checks: ", 1)[1].splitlines()[0]
         assert "result: conforms" in summary
 
     def test_max_plans_samples_each_name(self, kit_runs: dict[str, KitRun]) -> None:
-        """--conveyor-max-plans=2 checks two plans of each of the 54 names."""
+        """--conveyor-max-plans=2 checks two plans of each of the 71 names."""
         run = kit_runs["sampled"]
         assert run.returncode == 0, run.output[-4000:]
-        assert "108 checked against Generic (at most 2 per name): 108 passed" in run.summary()
+        assert "142 checked against Generic (at most 2 per name): 142 passed" in run.summary()
 
 
 class TestReport:
@@ -103,7 +103,7 @@ class TestReport:
         assert run.returncode == 0, run.output[-4000:]
         report = json.loads((kit_root / "kit.json").read_text())
         assert report["carrier"] == "cpu" and report["result"] == "conforms"
-        assert report["plans"] == {"advertised": 8856, "checked": 54, "failed": 0}
+        assert report["plans"] == {"advertised": 9052, "checked": 71, "failed": 0}
         checks = report["checks"]
         assert checks["run"] == checks["passed"] > 0 and checks["failed"] == 0
         assert f"checks: {checks['run']} run, {checks['passed']} passed" in run.summary()

@@ -651,7 +651,8 @@ def test_real_fft_and_helpers_agree_with_array_api_strict(carrier: str) -> None:
 def test_elimination_refusals() -> None:
     """Non-square and integer matrices are refused with the reason."""
     with pytest.raises(
-        ValueError, match=r"inv: needs square matrices in the last two axes, got shape \(2, 3\)"
+        ValueError,
+        match=r"inv on CPU: input of shape \(2, 3\) is not a stack of square matrices",
     ):
         xp.linalg.inv(xp.zeros((2, 3)))
     with pytest.raises(TypeError, match="det: needs a floating dtype, got int64"):
@@ -811,8 +812,7 @@ class TestNamespace:
 
         assert missing == set()
         assert set(xps.fft.__all__) - set(dir(xp.fft)) == set()
-        linalg_missing = set(xps.linalg.__all__) - set(dir(xp.linalg))
-        assert linalg_missing == {"eigh", "eigvalsh", "matrix_rank", "pinv", "svd", "svdvals"}
+        assert set(xps.linalg.__all__) - set(dir(xp.linalg)) == set()
 
     def test_every_listed_name_exists(self) -> None:
         """Every name in conveyor.array_api.__all__ is an attribute, listed once, sorted."""

@@ -31,7 +31,9 @@ PLANNED = words(
     "add sub mul elementwise_mul div pow neg abs sign recip sqrt rsqrt exp exp2 log log2 sin "
     "cos erf floor ceil round maximum minimum rem eq ne lt le logical_not relu sigmoid tanh "
     "gelu silu softplus elu leaky_relu reduce_sum reduce_prod reduce_max reduce_min argmax "
-    "argmin cumsum matmul conv_general gather scatter scatter_add select clamp sort topk"
+    "argmin cumsum matmul conv_general gather scatter scatter_add select clamp sort topk "
+    "tan sinh cosh asin acos atan asinh acosh atanh expm1 log1p "
+    "inv cholesky solve qr eigh svd"
 )
 BINARY_WITH_SCALARS = words("add sub mul div pow maximum minimum rem eq ne lt le")
 FLOAT_VALUED = words(
@@ -115,9 +117,9 @@ class TestRecords:
 
 class TestRegisteredOperations:
     def test_registry_has_exactly_the_planned_names(self) -> None:
-        """The registry holds the 52 names of the spec plus sort and topk, sorted."""
+        """The registry holds the spec's 52 names, sort, topk, 11 complex and 6 linalg names."""
         names = policy.registered_operations()
-        assert len(names) == 54
+        assert len(names) == 71
         assert names == tuple(sorted(PLANNED))
 
     @pytest.mark.parametrize(
@@ -178,9 +180,10 @@ class TestOperationSpec:
         assert policy.operation_spec(name).differentiable is (name not in NOT_DIFFERENTIABLE)
 
     @pytest.mark.parametrize("name", PLANNED)
-    def test_sort_and_topk_have_two_outputs(self, name: str) -> None:
-        """sort and topk return values and indices; every other name returns one tensor."""
-        assert policy.operation_spec(name).n_outputs == (2 if name in ("sort", "topk") else 1)
+    def test_multi_output_names_declare_their_output_count(self, name: str) -> None:
+        """sort, topk, qr, eigh return two tensors, svd three; every other name returns one."""
+        expected = {"sort": 2, "topk": 2, "qr": 2, "eigh": 2, "svd": 3}.get(name, 1)
+        assert policy.operation_spec(name).n_outputs == expected
 
     @pytest.mark.parametrize("name", PLANNED)
     def test_accumulator_is_accepted_by_sums_and_matmul(self, name: str) -> None:

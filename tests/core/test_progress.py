@@ -61,7 +61,32 @@ class TestProgress:
 
     def test_non_callable_refused(self) -> None:
         """A non-callable callback is refused with TypeError naming it."""
-        expected = "progress: callback must be callable, got 3 \\(int\\)"
+        expected = "progress: callback must be callable or 'bar', got 3 \\(int\\)"
         with pytest.raises(TypeError, match=expected), cv.progress(3):  # type: ignore[arg-type]  # refused
+            pass
+        assert active() == ()
+
+
+class TestProgressBar:
+    def test_bar_follows_reports_and_closes(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """progress("bar") draws a tqdm bar per label, to its total, and leaves none open."""
+        from conveyor.engine.progress import report
+
+        with cv.progress("bar"):
+            (callback,) = active()
+            for done in range(1, 4):
+                report(done, 4, "tiles")
+            assert set(callback._bars) == {"tiles"}
+            assert callback._bars["tiles"].n == 3
+            report(4, 4, "tiles")
+            assert callback._bars == {}
+            report(1, 2, "panels")
+        assert callback._bars == {}  # the block's end closes what is still open
+        assert active() == ()
+        assert "tiles" in capsys.readouterr().err
+
+    def test_other_strings_are_refused(self) -> None:
+        """Only "bar" names a built-in callback; another string is a TypeError."""
+        with pytest.raises(TypeError, match="callable or 'bar', got 'line'"), cv.progress("line"):
             pass
         assert active() == ()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,4 +26,19 @@ def _examples() -> list[object]:
 @pytest.mark.parametrize("code", _examples())
 def test_example_runs(code: str) -> None:
     """The example executes without error (its own asserts check its claims)."""
-    exec(compile(code, "<docs>", "exec"), {"__name__": "docs_example"})
+    # As a script runs it: the first example keeps its work under a __main__ guard.
+    exec(compile(code, "<docs>", "exec"), {"__name__": "__main__"})
+
+
+def test_first_example_runs_as_a_script_and_exits_without_warnings(tmp_path: Path) -> None:
+    """Saved as a file, the first example runs on its own embedded cluster and exits quietly."""
+    code = _BLOCK.findall((_ROOT / "docs" / "dask.md").read_text())[0]
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=environment
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(3, 3)"
+    assert "WARNING" not in done.stderr and "Nanny failed" not in done.stderr, done.stderr

@@ -75,7 +75,19 @@ def _shapes(name: str) -> tuple[list[tuple[int, ...]], dict[str, Any]]:
         return [(6, 7), (6, 3)], {"axis": 1}
     if name in ("scatter", "scatter_add"):
         return [(6, 7), (6, 3), (6, 3)], {"axis": 1}
-    return [(6, 7)], {}  # unary names and activations
+    if name in ("inv", "cholesky", "eigh"):
+        return [(4, 4)], {}
+    if name == "solve":
+        return [(4, 4), (4, 2)], {}
+    return [(6, 7)], {}  # unary names, activations, svd and qr
+
+
+def _positive_definite(a: Any) -> Any:
+    """``a a^H + 4 I`` (invertible, positive definite); bool or integer: unit lower triangular."""
+    if a.dtype.kind not in "fc" and a.dtype.name != "bfloat16":
+        return np.tril(np.ones(a.shape)).astype(a.dtype)
+    wide = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+    return (wide @ np.conj(wide.T) + 4 * np.eye(a.shape[0])).astype(a.dtype)
 
 
 def _operands(plan: cv.OperationPlan, seed: int) -> tuple[list[Any], dict[str, Any]]:
@@ -92,6 +104,8 @@ def _operands(plan: cv.OperationPlan, seed: int) -> tuple[list[Any], dict[str, A
             operands.append(rng.integers(0, extent, shape).astype(operand.dtype.numpy))
         else:
             operands.append(_values(rng, shape, operand.dtype))
+    if plan.operation in ("inv", "cholesky", "eigh", "solve"):
+        operands[0] = _positive_definite(operands[0])
     if plan.accumulator_dtype is not None and "accumulator_dtype" in _accepts(plan.operation):
         default = cv.resolve_plan(plan.operation, *_keys(plan)).accumulator_dtype
         if plan.accumulator_dtype is not default:

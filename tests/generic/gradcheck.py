@@ -278,6 +278,35 @@ for _id, (_a, _b) in _MATMUL_SHAPES.items():
         )
     )
 
+
+def _spd(rng: np.random.Generator, n: int = 3) -> Any:
+    """A symmetric positive-definite matrix with distinct eigenvalues."""
+    q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return q @ np.diag(np.arange(1.0, n + 1.0) * 1.5) @ q.T
+
+
+GRADIENT_CASES += [
+    GradientCase("inv", "inv", lambda rng: ([_spd(rng)], {})),
+    GradientCase("solve", "solve", lambda rng: ([_spd(rng), rng.standard_normal((3, 2))], {})),
+    GradientCase("solve-vector", "solve", lambda rng: ([_spd(rng), rng.standard_normal(3)], {})),
+    GradientCase("cholesky", "cholesky", lambda rng: ([_spd(rng)], {})),
+    GradientCase("cholesky-upper", "cholesky", lambda rng: ([_spd(rng)], {"upper": True})),
+    GradientCase("eigh", "eigh", lambda rng: ([_spd(rng)], {})),
+    GradientCase(
+        "svd", "svd", lambda rng: ([rng.standard_normal((4, 3))], {"full_matrices": False})
+    ),
+    GradientCase("qr", "qr", lambda rng: ([rng.standard_normal((4, 3))], {})),
+]
+# Names that read one triangle of a symmetric input: their VJP is the symmetrised gradient,
+# while a difference in one element moves only that triangle, so the differences are
+# symmetrised before comparing.
+_SYMMETRIC = frozenset({"cholesky", "eigh"})
+#: The complex-only names: their rules are holomorphic derivatives, checked on complex input in
+#: tests/generic/test_linalg_operations.py (this check differentiates float64 operands).
+COMPLEX_ONLY = frozenset(
+    {"tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "expm1", "log1p"}
+)
+
 _CONV: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
     "conv_general": ((2, 2, 5), (3, 2, 3), {}),
     "conv_general-strided-padded-2d": (
@@ -386,6 +415,8 @@ def check_gradient(
             up = loss(shifted)
             shifted[i][j] = value[j] - eps
             numeric[j] = (up - loss(shifted)) / (2 * eps)
+        if case.name in _SYMMETRIC and i == 0:
+            numeric = (numeric + numeric.T) / 2
         grad = tensors[i].grad
         analytic = np.zeros(value.shape) if grad is None else np.asarray(grad.numpy())
         np.testing.assert_allclose(

@@ -125,9 +125,15 @@ _FIELDS: dict[str, dict[str, Any]] = {
 }
 
 
+# Linear-algebra names that need square (invertible, positive-definite) matrices.
+_SQUARE = ("inv", "cholesky", "eigh", "solve")
+
+
 def _shape(name: str, role: str) -> tuple[int, ...]:
     if name == "matmul" and role == "other":
         return (4, 3)
+    if name in _SQUARE:
+        return (3, 3) if role == "input" else (3, 2)
     if name == "conv_general":
         return (2, 3, 5) if role == "input" else (2, 3, 2)
     if role == "index":
@@ -158,12 +164,22 @@ def _plan_operands(plan: cv.OperationPlan, rng: Any) -> tuple[list[Any], dict[st
         else _values(o.dtype, _shape(name, o.role), o.role, rng)
         for o in plan.operands
     ]
+    if name in _SQUARE:
+        operands[0] = _positive_definite(operands[0])
     fields = dict(_FIELDS.get(name, {}))
     if plan.accumulator_dtype is not None and operation_spec(name).accepts_accumulator:
         keys = [o.dtype if not o.weak else _SAMPLE[o.dtype] for o in plan.operands]
         if cv.resolve_plan(name, *keys).accumulator_dtype is not plan.accumulator_dtype:
             fields["accumulator_dtype"] = plan.accumulator_dtype
     return operands, fields
+
+
+def _positive_definite(a: Any) -> Any:
+    """``a a^H + 4 I`` in ``a``'s dtype; bool and integer matrices become unit lower triangular."""
+    if a.dtype.kind not in "fc" and a.dtype.name != "bfloat16":  # solve's promoted bool / int
+        return np.tril(np.ones(a.shape)).astype(a.dtype)
+    wide = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+    return (wide @ np.conj(wide.T) + 4 * np.eye(a.shape[0])).astype(a.dtype)
 
 
 @pytest.mark.parametrize("name", registered_operations())

@@ -13,7 +13,7 @@ from conveyor.engine import functional as F
 from conveyor.engine.gradients import differentiable_operations, vjp
 from conveyor.types.policy import operation_spec, registered_operations
 from conveyor_generic import Generic
-from tests.generic.gradcheck import GRADIENT_CASES, GradientCase, check_gradient
+from tests.generic.gradcheck import COMPLEX_ONLY, GRADIENT_CASES, GradientCase, check_gradient
 from tests.generic.oracle import make_tensor
 
 
@@ -33,8 +33,11 @@ class TestRuleTable:
         assert list(differentiable_operations()) == expected
 
     def test_every_differentiable_name_has_a_gradient_case(self) -> None:
-        """The numeric check below reaches every differentiable name at least once."""
-        assert {case.name for case in GRADIENT_CASES} == set(differentiable_operations())
+        """The numeric check below reaches every differentiable name with real operands at
+        least once (the complex-only names are checked on complex input elsewhere)."""
+        assert {case.name for case in GRADIENT_CASES} == set(differentiable_operations()) - (
+            COMPLEX_ONLY
+        )
 
     def test_case_ids_are_unique(self) -> None:
         ids = [case.id for case in GRADIENT_CASES]

@@ -63,7 +63,7 @@ class TestEveryNameOnTheCTarget:
         _check(sample_engine, plan)
 
 
-@pytest.mark.slow
+@pytest.mark.metal_sweep
 class TestEveryAdvertisedPlanOnTheCTarget:
     """Every advertised plan matches Generic on every kind of layout (the full sweep)."""
 

@@ -135,7 +135,7 @@ class TestLoweringAndBinding:
         _check(_SAMPLE, kernel_cache, tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.metal_sweep
 class TestEveryAdvertisedPlanLowers:
     """Every advertised plan: MSL syntax and name-bound arguments (the full sweep)."""
 

@@ -236,6 +236,30 @@ class TestCarriersCommand:
         )
         assert lines[-1] == "* dependent carrier: its plans are computed per instance"
 
+    def test_matrix_wraps_to_the_terminal_without_cutting_names(
+        self,
+        mixed: PluginEnvironment,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """At 30 columns the carriers go to several tables, each with every operation in full."""
+        from conveyor.types.policy import registered_operations
+
+        _use(mixed.host())
+        monkeypatch.setenv("COLUMNS", "30")
+        status, out, _ = _run(capsys, "carriers", "--matrix")
+        assert status == 0
+        lines = out.splitlines()
+        assert max(len(line) for line in lines if not line.startswith("*")) <= 30
+        assert "…" not in out
+        groups = [line.split()[1:] for line in lines if line.startswith("OPERATION")]
+        assert len(groups) > 1
+        assert [c for group in groups for c in group] == ["composite", "defined", "shut"]
+        names = [
+            line.split()[0] for line in lines if line and not line.startswith(("OPERATION", "*"))
+        ]
+        assert names == list(registered_operations()) * len(groups)
+
     def test_matrix_json(
         self, mixed: PluginEnvironment, capsys: pytest.CaptureFixture[str]
     ) -> None:

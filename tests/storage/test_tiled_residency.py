@@ -428,6 +428,17 @@ class TestBudgetNeverExceeded:
             cv.reduce_sum(x)
         assert seen[-1] == (16, 16, "reduce_sum")
 
+    def test_direct_operation_moves_the_progress_bar(
+        self, primary: Any, secondary: Any, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """cv.progress("bar") shows a tiled reduction's tiles as a tqdm bar on stderr."""
+        values = RNG.standard_normal((12, 12)).astype(np.float32)
+        x, _ = build(values, (3, 3), primary=primary, secondary=secondary, dtype=cv.float32)
+        with cv.progress("bar"):
+            total = cv.reduce_sum(x)
+        assert float(total) == pytest.approx(float(values.sum()), rel=1e-5, abs=1e-4)
+        assert "reduce_sum" in capsys.readouterr().err
+
 
 class TestConstructionAndPublicSurface:
     def test_refusals(self, tmp_path: Path) -> None:

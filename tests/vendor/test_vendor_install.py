@@ -59,10 +59,10 @@ class TestVendorInstalled:
         )
         done = _run(python, "-c", code)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == ["True", "54"]
+        assert done.stdout.split() == ["True", "71"]
 
     def test_passes_the_kit_with_every_plan(self, python: Path, tmp_path: Path) -> None:
-        """The conformance kit checks all 8856 plans and every other check, and it conforms."""
+        """The conformance kit checks all 9052 plans and every other check, and it conforms."""
         report = tmp_path / "vendor.json"
         done = _run(
             python,
@@ -79,7 +79,7 @@ class TestVendorInstalled:
             f"--conveyor-report={report}",
         )
         assert done.returncode == 0, done.stdout[-4000:]
-        assert "8856 advertised, 8856 checked against Generic: 8856 passed, 0 failed" in done.stdout
+        assert "9052 advertised, 9052 checked against Generic: 9052 passed, 0 failed" in done.stdout
         assert "result: conforms" in done.stdout
         summary = json.loads(report.read_text())
         assert summary["result"] == "conforms" and summary["checks"]["failed"] == 0

@@ -44,6 +44,7 @@ from conveyor.engine.functional import (
     cos,
     cumsum,
     div,
+    eigh,
     elementwise_mul,
     elu,
     eq,
@@ -90,6 +91,7 @@ from conveyor.engine.functional import (
     sqrt,
     squeeze,
     sub,
+    svd,
     tanh,
     topk,
     unsqueeze,
@@ -140,6 +142,7 @@ from conveyor.engine.tensor import (
     zeros,
     zeros_like,
 )
+from conveyor.lib import einops_backend as _einops_backend
 from conveyor.lib import random
 from conveyor.lib.composed import (  # composed from dispatch names; all/any shadow builtins
     QRResult,
@@ -164,6 +167,7 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     bitwise_xor,
     broadcast_arrays,
     cholesky,
+    clip,
     concatenate,
     conj,
     copysign,
@@ -173,6 +177,7 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     cumulative_sum,
     det,
     diff,
+    dot,
     einsum,
     empty_like,
     expand_dims,
@@ -183,6 +188,7 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     from_dlpack,
     from_numpy,
     full_like,
+    hstack,
     hypot,
     imag,
     inv,
@@ -200,8 +206,10 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     logical_xor,
     logsumexp,
     matrix_transpose,
+    max,
     mean,
     meshgrid,
+    min,
     moveaxis,
     nextafter,
     nonzero,
@@ -222,14 +230,17 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     square,
     stack,
     std,
+    sum,
     take,
     take_along_axis,
     tan,
     tensordot,
     tile,
+    transpose,
     tril,
     triu,
     trunc,
+    unique,
     unique_all,
     unique_counts,
     unique_inverse,
@@ -239,7 +250,9 @@ from conveyor.lib.composed import (  # composed from dispatch names; all/any sha
     vecdot,
     where,
 )
+from conveyor.lib.numpy_protocols import NumPyFallbackWarning
 from conveyor.lib.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
+from conveyor.lib.saving import load, save
 from conveyor.lib.tensor_methods import TensorMethods as _TensorMethods
 from conveyor.types.capabilities import (
     CapabilitySet,
@@ -338,6 +351,7 @@ def _scanned_host() -> plugins.PluginHost | None:
 # The plugin host and the user library sit above the engine, which reads them through these.
 _plugin_access.connect(default=_default_host, scanned=_scanned_host)
 _library.connect(_TensorMethods(array_namespace=_array_namespace))
+_einops_backend.install()  # einops finds Conveyor tensors (imports nothing itself)
 
 __all__ = [
     "BoundCall",
@@ -356,6 +370,7 @@ __all__ = [
     "Layout",
     "MoveRoute",
     "NON_DIFFERENTIABLE",
+    "NumPyFallbackWarning",
     "OperandCapability",
     "OperandPlan",
     "Operation",
@@ -419,6 +434,7 @@ __all__ = [
     "ceil",
     "cholesky",
     "clamp",
+    "clip",
     "closed_carrier",
     "complex64",
     "complex128",
@@ -440,7 +456,9 @@ __all__ = [
     "det",
     "diff",
     "div",
+    "dot",
     "dtype",
+    "eigh",
     "einsum",
     "elementwise_mul",
     "elu",
@@ -471,6 +489,7 @@ __all__ = [
     "get_default_carrier",
     "get_printoptions",
     "hookimpl",
+    "hstack",
     "hypot",
     "imag",
     "int8",
@@ -489,6 +508,7 @@ __all__ = [
     "le",
     "leaky_relu",
     "linspace",
+    "load",
     "log",
     "log1p",
     "log2",
@@ -503,9 +523,11 @@ __all__ = [
     "lt",
     "matmul",
     "matrix_transpose",
+    "max",
     "maximum",
     "mean",
     "meshgrid",
+    "min",
     "minimum",
     "move",
     "move_route",
@@ -554,6 +576,7 @@ __all__ = [
     "roll",
     "round",
     "rsqrt",
+    "save",
     "scatter",
     "scatter_add",
     "searchsorted",
@@ -581,6 +604,8 @@ __all__ = [
     "std",
     "storage_handle",
     "sub",
+    "sum",
+    "svd",
     "take",
     "take_along_axis",
     "tan",
@@ -589,6 +614,7 @@ __all__ = [
     "tensordot",
     "tile",
     "topk",
+    "transpose",
     "tril",
     "triu",
     "trunc",
@@ -596,6 +622,7 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
+    "unique",
     "unique_all",
     "unique_counts",
     "unique_inverse",

@@ -34,6 +34,7 @@ from conveyor.plugins import (
     add_doctor_section,
     doctor_sections,
     table,
+    terminal_width,
 )
 
 if TYPE_CHECKING:
@@ -249,6 +250,32 @@ def _matrix(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, 
     return operations, counts
 
 
+def _matrix_text(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """The operation x carrier matrix, never cutting a name: wrapped into several tables.
+
+    Operation names differ only in their ends (``reduce_sum``, ``reduce_max``), so shortening
+    them would be ambiguous; where the carriers' columns do not fit the terminal, they are
+    split into groups, each printed beside the full operation names.
+    """
+    limit = None if _WIDE["wide"] else terminal_width()
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    groups: list[list[int]] = [[]]
+    used = widths[0]
+    for column in range(1, len(headers)):
+        if limit is not None and groups[-1] and used + 2 + widths[column] > limit:
+            groups.append([])
+            used = widths[0]
+        groups[-1].append(column)
+        used += 2 + widths[column]
+    parts = []
+    for group in groups:
+        picked = [0, *group]
+        part = [tuple(row[i] for i in picked) for row in cells]
+        parts.append(table([headers[i] for i in picked], part, wide=True))
+    return "\n\n".join(parts)
+
+
 def _cmd_carriers(args: argparse.Namespace) -> int:
     host = plugins.host()
     with _plugin_output_to_stderr():
@@ -281,7 +308,7 @@ def _cmd_carriers(args: argparse.Namespace) -> int:
                 count = 0 if per_name is None else per_name.get(operation, 0)
                 cells.append("*" if per_name is None else (count or "-"))
             table.append((operation, *cells))
-        print(_table(headers, table))
+        print(_matrix_text(headers, table))
         if any(c is None for c in counts.values()):
             print("\n* dependent carrier: its plans are computed per instance")
         return 0

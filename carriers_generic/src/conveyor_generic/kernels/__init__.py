@@ -21,6 +21,7 @@ from conveyor_generic.kernels._common import (
 from conveyor_generic.kernels.contraction import CONTRACTION_KERNELS
 from conveyor_generic.kernels.elementwise import BINARY_KERNELS, clamp, select
 from conveyor_generic.kernels.indexing import INDEXING_KERNELS
+from conveyor_generic.kernels.linalg import LINALG_KERNELS
 from conveyor_generic.kernels.reductions import REDUCTION_KERNELS
 from conveyor_generic.kernels.unary import UNARY_KERNELS
 
@@ -34,6 +35,7 @@ KERNELS: dict[str, Kernel] = {
     **REDUCTION_KERNELS,
     **CONTRACTION_KERNELS,
     **INDEXING_KERNELS,
+    **LINALG_KERNELS,
 }
 """Every planned dispatch name -> its reference kernel."""
 

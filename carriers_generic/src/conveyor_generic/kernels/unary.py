@@ -127,6 +127,18 @@ _FUNCTIONS: dict[str, Callable[[Array, Any], Array]] = {
     "softplus": _plain(lambda x: np.logaddexp(0.0, x)),
     "elu": _elu,
     "leaky_relu": _leaky_relu,
+    # Complex plans only (real input is composed in the core): NumPy's C99 functions.
+    "tan": _plain(np.tan),
+    "sinh": _plain(np.sinh),
+    "cosh": _plain(np.cosh),
+    "asin": _plain(np.arcsin),
+    "acos": _plain(np.arccos),
+    "atan": _plain(np.arctan),
+    "asinh": _plain(np.arcsinh),
+    "acosh": _plain(np.arccosh),
+    "atanh": _plain(np.arctanh),
+    "expm1": _plain(np.expm1),
+    "log1p": _plain(np.log1p),
 }
 
 UNARY_KERNELS: dict[str, Kernel] = {name: _unary(f, name) for name, f in _FUNCTIONS.items()}

@@ -4,8 +4,8 @@
 ``to_device``, ``device=`` accept a class or a registered name). Every function is a dispatch
 name under the standard's spelling or is composed from dispatch names in ``conveyor.lib.composed``,
 so it runs on any carrier that plans what it needs and is refused with
-``UnsupportedOperationPlan`` naming the missing plan elsewhere. The spectral functions of
-``linalg`` are not provided (see ``conveyor.array_api.linalg``).
+``UnsupportedOperationPlan`` naming the missing plan elsewhere. ``linalg``'s decompositions are
+planned operations (see ``conveyor.array_api.linalg``).
 """
 
 import math as _math

@@ -87,13 +87,16 @@ def finfo(type: DType | Tensor, /) -> finfo_object:  # the standard's name
 
     dtype = type.dtype if isinstance(type, Tensor) else type
     info = np.finfo(dtype.numpy)
+    # The standard describes a complex dtype by its real part, dtype included (complex64 ->
+    # float32); NumPy's finfo reports the same bits and limits.
+    real = {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}.get(dtype, dtype)
     return finfo_object(
         int(info.bits),
         float(info.eps),
         float(info.max),
         float(info.min),
         float(info.smallest_normal),
-        dtype,
+        real,
     )
 
 

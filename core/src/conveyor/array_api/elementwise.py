@@ -107,6 +107,7 @@ tanh = F.tanh
 
 # Composed in conveyor.lib.composed.
 acos = C.acos
+clip = C.clip
 acosh = C.acosh
 asin = C.asin
 asinh = C.asinh
@@ -165,10 +166,3 @@ def sign(x: Tensor, /) -> Tensor:
         safe = F.select(F.eq(magnitude, 0), 1.0, magnitude)
         return F.select(F.eq(magnitude, 0), 0, F.div(x, safe))
     return F.sign(x)
-
-
-def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:  # standard
-    """``x`` limited to ``[min, max]`` (absent bounds are not applied)."""
-    if min is None and max is None:
-        return x.copy()
-    return F.clamp(x, min, max)

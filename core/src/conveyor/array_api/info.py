@@ -58,7 +58,13 @@ class Info:
         return _resolve_carrier(get_default_carrier())
 
     def devices(self) -> list[type[Carrier]]:
-        return list(plugins.host().carriers().values())
+        """The carriers arrays can be created on with ``device=`` alone.
+
+        A carrier whose storage comes from a resource (``BlockDeviceCarrier`` needs its
+        ``BlockDevice``) refuses a plain allocation with ``TypeError``, so it is not a device
+        here: ``empty(1, device=d)`` works for every ``d`` listed.
+        """
+        return [c for c in plugins.host().carriers().values() if _allocates_plainly(c)]
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, DType]:
         return {
@@ -77,6 +83,23 @@ class Info:
                 raise ValueError(msg)
             wanted.update(_KIND_NAMES[k])
         return {d.name.rstrip("_"): d for d in _STANDARD if d.kind in wanted}
+
+
+_PLAIN: dict[type[Carrier], bool] = {}  # per carrier class: an allocation's answer never changes
+
+
+def _allocates_plainly(cls: type[Carrier]) -> bool:
+    """Whether ``cls.allocate(1, dtype)`` works without further arguments."""
+    found = _PLAIN.get(cls)
+    if found is None:
+        try:
+            cls.allocate(1, dtypes.default_float).release()
+        except TypeError:
+            found = False
+        else:
+            found = True
+        _PLAIN[cls] = found
+    return found
 
 
 def __array_namespace_info__() -> Info:  # the standard's name

@@ -1,35 +1,44 @@
-"""The Array API ``linalg`` extension, as far as contractions and elimination reach.
+"""The Array API ``linalg`` extension: planned decompositions, composed products and norms.
 
-Products and norms are composed from ``matmul``, reductions and ``sqrt``; ``inv``, ``solve``,
-``det``, ``slogdet`` and ``cholesky`` from Gaussian elimination and ``qr`` from Householder
-reflections (``conveyor.lib.composed``). Spectral functions (``svd``, ``svdvals``, ``eigh``,
-``eigvalsh``, ``pinv``, ``matrix_rank``) are left out rather than computed off the carrier.
+``inv``, ``solve``, ``cholesky``, ``qr``, ``eigh`` and ``svd`` are planned operations (LAPACK on
+Generic and CPU); ``svdvals``, ``eigvalsh``, ``pinv``, ``matrix_rank``, the spectral matrix
+norms and ``matrix_power`` with a negative exponent are built on them. Products and the other
+norms are composed from ``matmul``, reductions and ``sqrt``, ``det`` and ``slogdet`` from
+Gaussian elimination (``conveyor.lib.composed``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from conveyor.engine import functional as F
 from conveyor.engine.tensor import Tensor
 from conveyor.lib import composed as C
 
 __all__ = [
+    "EighResult",
+    "SVDResult",
     "cholesky",
     "cross",
     "det",
     "diagonal",
+    "eigh",
+    "eigvalsh",
     "inv",
     "matmul",
     "matrix_norm",
     "matrix_power",
+    "matrix_rank",
     "matrix_transpose",
     "outer",
+    "pinv",
     "qr",
     "slogdet",
     "solve",
+    "svd",
+    "svdvals",
     "tensordot",
     "trace",
     "vecdot",
@@ -47,6 +56,66 @@ matrix_transpose = C.matrix_transpose
 outer = C.outer
 tensordot = C.tensordot
 vecdot = C.vecdot
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class SVDResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+def eigh(x: Tensor, /) -> EighResult:
+    """Eigenvalues (ascending, real) and eigenvectors of each Hermitian matrix."""
+    values, vectors = F.eigh(x)
+    return EighResult(values, vectors)
+
+
+def eigvalsh(x: Tensor, /) -> Tensor:
+    """The eigenvalues (ascending, real) of each Hermitian matrix."""
+    return F.eigh(x)[0]
+
+
+def svd(x: Tensor, /, *, full_matrices: bool = True) -> SVDResult:
+    """``U``, the singular values (descending) and ``Vh`` of each matrix."""
+    u, s, vh = F.svd(x, full_matrices=full_matrices)
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x: Tensor, /) -> Tensor:
+    """The singular values (descending) of each matrix."""
+    return F.svd(x, full_matrices=False)[1]
+
+
+def _cutoff(s: Tensor, rtol: Any, shape: tuple[int, ...]) -> Tensor:
+    """``rtol * max(s)`` per matrix, ``rtol`` defaulting to ``max(m, n) * eps`` (the standard's)."""
+    import numpy as np
+
+    if rtol is None:
+        rtol = max(shape[-2:]) * float(np.finfo(s.dtype.numpy).eps)
+    elif isinstance(rtol, Tensor):
+        rtol = F.unsqueeze(rtol, axes=(-1,))
+    largest = F.reduce_max(s, axis=-1, keepdims=True) if s.shape[-1] else F.mul(s[..., :1], 0)
+    return F.mul(largest, rtol)
+
+
+def pinv(x: Tensor, /, *, rtol: Any = None) -> Tensor:
+    """The Moore-Penrose pseudo-inverse: singular values below ``rtol * max(s)`` count as 0."""
+    u, s, vh = F.svd(x, full_matrices=False)
+    kept = F.lt(_cutoff(s, rtol, x.shape), s)
+    inverse = F.select(kept, F.recip(F.select(kept, s, 1)), 0)
+    scaled = F.mul(C.conj(vh).mT, F.unsqueeze(inverse.astype(x.dtype), axes=(-2,)))
+    return F.matmul(scaled, C.conj(u).mT)
+
+
+def matrix_rank(x: Tensor, /, *, rtol: Any = None) -> Tensor:
+    """The number of singular values above ``rtol * max(s)`` (int64)."""
+    s = svdvals(x)
+    return C.count_nonzero(F.lt(_cutoff(s, rtol, x.shape), s), axis=-1)
 
 
 def diagonal(x: Tensor, /, *, offset: int = 0) -> Tensor:
@@ -91,10 +160,17 @@ def vector_norm(
 def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: Any = "fro") -> Tensor:
     """The Frobenius norm (``ord='fro'``) or the max column / row sum norms (``1``, ``inf``).
 
+    ``2``, ``-2`` and ``'nuc'`` are the largest, the smallest and the sum of the singular values.
+
     Raises:
-        ValueError: an ``ord`` that needs singular values (``2``, ``-2``, ``'nuc'``).
+        ValueError: an ``ord`` the standard does not name.
     """
     magnitude = F.abs(x)
+    if ord in (2, -2, "nuc"):
+        s = svdvals(x)
+        spectral = {2: F.reduce_max, -2: F.reduce_min, "nuc": F.reduce_sum}[ord]
+        result = spectral(s, axis=-1)
+        return F.unsqueeze(result, axes=(-2, -1)) if keepdims else result
     if ord == "fro":
         return vector_norm(x, axis=(-2, -1), keepdims=keepdims)
     if ord in (1, -1, math.inf, -math.inf):
@@ -103,7 +179,10 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: Any = "fro") -> Te
         pick = F.reduce_max if ord > 0 else F.reduce_min
         result = pick(sums, axis=pick_axis, keepdims=True)
         return result if keepdims else F.squeeze(result, axes=(-2, -1))
-    msg = f"matrix_norm: ord={ord!r} needs singular values, which no planned operation computes"
+    msg = (
+        f"matrix_norm: ord={ord!r} is not a matrix norm; pass 'fro', 'nuc', 1, -1, 2, -2, inf "
+        f"or -inf"
+    )
     raise ValueError(msg)
 
 
@@ -125,15 +204,16 @@ def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
 def matrix_power(x: Tensor, n: int, /) -> Tensor:
     """``x`` multiplied by itself ``n`` times (square matrices; ``n = 0`` gives the identity).
 
+    A negative ``n`` raises the inverse to ``-n``.
+
     Raises:
-        ValueError: ``n`` is negative (that needs an inverse, which no planned operation gives).
+        ValueError: the matrices are not square, or ``n < 0`` and a matrix is singular.
     """
-    if n < 0:
-        msg = f"matrix_power: n={n} needs a matrix inverse, which no planned operation computes"
-        raise ValueError(msg)
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         msg = f"matrix_power: needs square matrices, got shape {x.shape}"
         raise ValueError(msg)
+    if n < 0:
+        x, n = F.inv(x), -n
     result = F.broadcast_to(
         C.eye(x.shape[-1], dtype=x.dtype, carrier=type(x.carrier)), shape=x.shape
     )

@@ -314,6 +314,63 @@ def _scatter(call: BoundCall) -> tuple[_Shape, ...]:
     return (call.operands[0].shape,)
 
 
+def _matrix_shape(call: BoundCall, x: Tensor, square: bool) -> _Shape:
+    """The shape of a stack of matrices (at least 2-D; square where the name needs it)."""
+    shape = x.shape
+    if len(shape) < 2 or (square and shape[-1] != shape[-2]):
+        need = "a stack of square matrices" if square else "a stack of matrices"
+        msg = (
+            f"input of shape {shape} is not {need} (the last two axes); pass an array of shape "
+            f"(..., {'n, n' if square else 'm, n'})"
+        )
+        raise _value_error(call, msg)
+    return shape
+
+
+def _linalg(call: BoundCall) -> tuple[_Shape, ...]:
+    """Decompositions and inverses of the matrices in the last two axes (batched over the rest)."""
+    name = call.operation
+    square = name in ("inv", "cholesky", "eigh")
+    shape = _matrix_shape(call, call.operands[0], square)
+    *batch, m, n = shape
+    if name in ("inv", "cholesky"):
+        return (shape,)
+    if name == "eigh":
+        return ((*batch, n), shape)
+    k = min(m, n)
+    if name == "qr":
+        q = m if call.option("mode") == "complete" else k
+        return ((*batch, m, q), (*batch, q, n))
+    left, right = (m, n) if call.option("full_matrices") else (k, k)
+    return ((*batch, m, left), (*batch, k), (*batch, right, n))
+
+
+def _solve(call: BoundCall) -> tuple[_Shape, ...]:
+    """``solve(a, b)``: ``b`` of shape ``(n,)`` is one vector, else a stack of ``(n, k)`` ones."""
+    a, b = call.operands
+    shape = _matrix_shape(call, a, True)
+    n = shape[-1]
+    vector = b.ndim == 1
+    rows = b.shape[0] if vector else b.shape[-2] if b.ndim >= 2 else None
+    if rows != n:
+        msg = (
+            f"operand shapes {shape} and {b.shape} do not fit: other must be of shape ({n},) or "
+            f"(..., {n}, k); reshape other"
+        )
+        raise _value_error(call, msg)
+    if vector:
+        return (shape[:-1],)
+    try:
+        batch = broadcast_shapes(shape[:-2], b.shape[:-2])
+    except ValueError:
+        msg = (
+            f"operand shapes {shape[:-2]}, {b.shape[:-2]} do not broadcast together; reshape "
+            f"or broadcast_to first"
+        )
+        raise _value_error(call, msg) from None
+    return ((*batch, n, b.shape[-1]),)
+
+
 _SHAPE_RULES: Final[dict[str, _ShapeRule]] = {
     "reduce_sum": _reduction,
     "reduce_prod": _reduction,
@@ -329,6 +386,12 @@ _SHAPE_RULES: Final[dict[str, _ShapeRule]] = {
     "gather": _gather,
     "scatter": _scatter,
     "scatter_add": _scatter,
+    "inv": _linalg,
+    "cholesky": _linalg,
+    "eigh": _linalg,
+    "qr": _linalg,
+    "svd": _linalg,
+    "solve": _solve,
 }
 """Names whose results are not the broadcast of their operands; every other planned name is."""
 

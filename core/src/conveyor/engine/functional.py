@@ -25,29 +25,41 @@ if TYPE_CHECKING:
 __all__ = [
     "VIEW_OPERATIONS",
     "abs",
+    "acos",
+    "acosh",
     "add",
     "argmax",
     "argmin",
     "as_strided",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
     "broadcast_to",
     "ceil",
+    "cholesky",
     "clamp",
     "conv_general",
     "cos",
+    "cosh",
     "cumsum",
     "div",
+    "eigh",
     "elementwise_mul",
     "elu",
     "eq",
     "erf",
     "exp",
     "exp2",
+    "expm1",
     "floor",
     "gather",
     "gelu",
+    "inv",
     "le",
     "leaky_relu",
     "log",
+    "log1p",
     "log2",
     "logical_not",
     "lt",
@@ -59,6 +71,7 @@ __all__ = [
     "neg",
     "permute",
     "pow",
+    "qr",
     "rearrange",
     "recip",
     "reduce_max",
@@ -77,10 +90,14 @@ __all__ = [
     "sign",
     "silu",
     "sin",
+    "sinh",
     "softplus",
+    "solve",
     "sort",
     "sqrt",
     "squeeze",
+    "svd",
+    "tan",
     "tanh",
     "topk",
     "unsqueeze",
@@ -157,6 +174,42 @@ def _bind(
     return result
 
 
+def _positional_options(
+    name: str,
+    roles: tuple[str, ...],
+    schema: Any,
+    operands: tuple[Any, ...],
+    fields: dict[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """NumPy's positional forms: arguments after the operands fill the options in schema order.
+
+    ``reshape(x, (2, 3))`` is ``reshape(x, shape=(2, 3))``, ``sort(x, -1)`` is
+    ``sort(x, axis=-1)``; the values are validated as keywords are.
+
+    Raises:
+        TypeError: too few operands, more positional values than options, or an option given
+            both ways; the message names the keywords to use.
+    """
+    n = len(roles)
+    names = list(schema)
+    extra = operands[n:]
+    keywords = ", ".join(f"{f}=" for f in names)
+    if len(operands) < n or len(extra) > len(names):
+        usage = f" then its options ({keywords})" if names else " and no options"
+        fix = "pass the options by keyword" if names else f"pass exactly {n} operand(s)"
+        msg = (
+            f"{name}() takes {n} operand(s) ({', '.join(roles)}){usage}, got {len(operands)} "
+            f"positional argument(s); {fix}"
+        )
+        raise TypeError(msg)
+    given = dict(zip(names, extra, strict=False))
+    twice = sorted(set(given) & set(fields))
+    if twice:
+        msg = f"{name}() got option {twice[0]!r} both by position and by keyword; pass it once"
+        raise TypeError(msg)
+    return operands[:n], {**given, **fields}
+
+
 def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Callable[..., Any]:
     n = len(roles)
     required = n - len(optional)
@@ -171,8 +224,7 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
             if required <= len(operands) < n:
                 operands = operands + (None,) * (n - len(operands))
             else:
-                msg = f"{name}() takes {n} operand(s) ({', '.join(roles)}), got {len(operands)}"
-                raise TypeError(msg)
+                operands, fields = _positional_options(name, roles, schema, operands, fields)
         # The signature (dtype per tensor, type per other operand, exact carrier class) and the
         # carrier check of _carrier_of, in one pass; binary calls unrolled (the hot path).
         if n == 2:
@@ -278,7 +330,7 @@ def _planned(name: str) -> Callable[..., Tensor]:
 
 
 def _planned_pair(name: str) -> Callable[..., tuple[Tensor, Tensor]]:
-    """A planned name with two outputs (values and int64 indices)."""
+    """A planned name with two outputs (values and indices, ``qr``'s factors, ``eigh``'s)."""
     spec = operation_spec(name)
     return _public(name, spec.roles, spec.optional_roles)
 
@@ -347,6 +399,25 @@ scatter = _planned("scatter")
 scatter_add = _planned("scatter_add")
 select = _planned("select")
 clamp = _planned("clamp")
+# Complex plans of functions composed for real input (conveyor.lib.composed)
+tan = _planned("tan")
+sinh = _planned("sinh")
+cosh = _planned("cosh")
+asin = _planned("asin")
+acos = _planned("acos")
+atan = _planned("atan")
+asinh = _planned("asinh")
+acosh = _planned("acosh")
+atanh = _planned("atanh")
+expm1 = _planned("expm1")
+log1p = _planned("log1p")
+# Linear algebra
+inv = _planned("inv")
+cholesky = _planned("cholesky")
+solve = _planned("solve")
+qr = _planned_pair("qr")
+eigh = _planned_pair("eigh")
+svd: Callable[..., tuple[Tensor, Tensor, Tensor]] = _public("svd", ("input",), frozenset())
 # Views (representation-preserving)
 as_strided = _view("as_strided")
 broadcast_to = _view("broadcast_to")

@@ -383,6 +383,18 @@ _UNARY: Final[dict[str, Callable[[Tensor, Tensor, _Call], Tensor]]] = {
     "softplus": lambda x, g, c: _F.mul(g, _F.sigmoid(x)),
     "elu": lambda x, g, c: _where(_F.lt(0, x), g, _F.mul(g, _F.mul(_F.exp(x), c.options.alpha)), g),
     "leaky_relu": lambda x, g, c: _where(_F.lt(0, x), g, _F.mul(g, c.options.negative_slope), g),
+    # The complex plans of the composed functions (input is always complex here).
+    "tan": lambda x, g, c: _F.div(g, _F.mul(_F.cos(x), _F.cos(x))),
+    "sinh": lambda x, g, c: _F.mul(g, _F.cosh(x)),
+    "cosh": lambda x, g, c: _F.mul(g, _F.sinh(x)),
+    "asin": lambda x, g, c: _F.div(g, _F.sqrt(_F.sub(1, _F.mul(x, x)))),
+    "acos": lambda x, g, c: _F.neg(_F.div(g, _F.sqrt(_F.sub(1, _F.mul(x, x))))),
+    "atan": lambda x, g, c: _F.div(g, _F.add(1, _F.mul(x, x))),
+    "asinh": lambda x, g, c: _F.div(g, _F.sqrt(_F.add(_F.mul(x, x), 1))),
+    "acosh": lambda x, g, c: _F.div(g, _F.mul(_F.sqrt(_F.sub(x, 1)), _F.sqrt(_F.add(x, 1)))),
+    "atanh": lambda x, g, c: _F.div(g, _F.sub(1, _F.mul(x, x))),
+    "expm1": lambda x, g, c: _F.mul(g, _F.exp(x)),
+    "log1p": lambda x, g, c: _F.div(g, _F.add(x, 1)),
 }
 
 
@@ -615,6 +627,188 @@ def _scatter_add(c: _Call) -> tuple[_Grad, ...]:
     return (g, None, gs)
 
 
+# -- linear algebra ---------------------------------------------------------------------------
+# Decompositions recompute their forward results (the saved state is the input only). The
+# symmetric ones (cholesky, eigh) return the symmetrised gradient: the input is taken to be the
+# symmetric matrix LAPACK reads, as in PyTorch. Complex decompositions need conjugation, which
+# the planned surface does not have, so only inv and solve differentiate complex plans.
+
+
+def _mT(x: Tensor) -> Tensor:
+    return _swap_last(x)
+
+
+def _positions(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Row and column numbers (from 1, int64) of every element of ``x``'s last two axes."""
+    every: Tensor = _F.select(_F.eq(x, x), True, True)
+    return _F.cumsum(every, axis=x.ndim - 2), _F.cumsum(every, axis=x.ndim - 1)
+
+
+def _diagonal_matrix(v: Tensor) -> Tensor:
+    """``v`` of shape ``(..., k)`` on the diagonal of a ``(..., k, k)`` stack of zeros."""
+    k = v.shape[-1]
+    rows_of_v: Tensor = _F.broadcast_to(_F.unsqueeze(v, axes=(-2,)), shape=(*v.shape, k))
+    rows, cols = _positions(rows_of_v)
+    return _F.select(_F.eq(rows, cols), rows_of_v, 0)
+
+
+def _symmetrised(g: Tensor) -> Tensor:
+    return _F.mul(_F.add(g, _mT(g)), 0.5)
+
+
+def _real_only(c: _Call) -> None:
+    if c.plan is not None and c.plan.compute.is_complex:
+        msg = (
+            f"{c.name}: the gradient of a complex {c.name} needs conjugation, which no planned "
+            f"operation provides; differentiate a real {c.name}, or detach its input"
+        )
+        raise NotImplementedError(msg)
+
+
+def _inv(c: _Call) -> tuple[_Grad, ...]:
+    """``d(A^-1) = -A^-1 dA A^-1``, so ``gA = -Y^T g Y^T`` with ``Y = A^-1``."""
+    (x,) = c.inputs
+    yt = _mT(_F.inv(x))
+    return (_F.neg(_F.matmul(_F.matmul(yt, c.gradient), yt)),)
+
+
+def _solve(c: _Call) -> tuple[_Grad, ...]:
+    """``X = A^-1 B``: ``gB = A^-T g`` and ``gA = -gB X^T`` (a vector ``b`` as one column)."""
+    a, b = c.inputs
+    g: Tensor = c.gradient
+    vector = b.ndim == 1
+    g2 = _F.unsqueeze(g, axes=(-1,)) if vector else g
+    gb: Tensor = _F.solve(_mT(a), g2)
+    ga = None
+    if c.wants(0):
+        x = _F.solve(a, b)
+        x2 = _F.unsqueeze(x, axes=(-1,)) if vector else x
+        ga = _F.neg(_F.matmul(gb, _mT(x2)))
+    return (ga, _F.squeeze(gb, axes=(-1,)) if vector else gb)
+
+
+def _cholesky(c: _Call) -> tuple[_Grad, ...]:
+    """``gA = L^-T Phi(L^T gL) L^-1``, symmetrised.
+
+    ``Phi`` keeps the strictly lower triangle and half the diagonal.
+    """
+    _real_only(c)
+    (x,) = c.inputs
+    upper = c.options.upper
+    factor: Tensor = _F.cholesky(x, upper=upper)
+    g: Tensor = c.gradient
+    lower, g_lower = (_mT(factor), _mT(g)) if upper else (factor, g)
+    inner = _F.matmul(_mT(lower), g_lower)
+    rows, cols = _positions(inner)
+    phi = _F.select(_F.lt(cols, rows), inner, _F.select(_F.eq(rows, cols), _F.mul(inner, 0.5), 0))
+    lower_inv = _F.inv(lower)
+    return (_symmetrised(_F.matmul(_F.matmul(_mT(lower_inv), phi), lower_inv)),)
+
+
+def _eigh(c: _Call) -> tuple[_Grad, ...]:
+    """``gA = V (diag(gw) + F o (V^T gV)) V^T`` with ``F_ij = 1 / (w_j - w_i)`` off the diagonal."""
+    _real_only(c)
+    (x,) = c.inputs
+    g_values, g_vectors = c.gradient
+    values, vectors = _F.eigh(x)
+    middle = None
+    if g_vectors is not None:
+        gaps = _F.sub(_F.unsqueeze(values, axes=(-2,)), _F.unsqueeze(values, axes=(-1,)))
+        rows, cols = _positions(gaps)
+        diagonal = _F.eq(rows, cols)
+        factors = _F.select(diagonal, 0, _F.recip(_F.select(diagonal, 1, gaps)))
+        middle = _F.mul(factors, _F.matmul(_mT(vectors), g_vectors))
+    if g_values is not None:
+        spread = _diagonal_matrix(g_values)
+        middle = spread if middle is None else _F.add(middle, spread)
+    assert middle is not None  # backward runs only when some output received a gradient
+    return (_symmetrised(_F.matmul(_F.matmul(vectors, middle), _mT(vectors))),)
+
+
+def _svd(c: _Call) -> tuple[_Grad, ...]:
+    """The reduced SVD's VJP (PyTorch's ``svd_backward``, real case).
+
+    ``gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] V^T`` plus the parts of ``gU``
+    and ``gV`` outside the spans of ``U`` and ``V``, with ``E_jk = s_k^2 - s_j^2``.
+    """
+    _real_only(c)
+    (x,) = c.inputs
+    g_u, g_s, g_vh = c.gradient
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    if c.options.full_matrices and m != n and (g_u is not None or g_vh is not None):
+        msg = (
+            "svd: the gradient of U or Vh with full_matrices=True is not defined for a "
+            "non-square matrix (the extra columns are arbitrary); use full_matrices=False"
+        )
+        raise NotImplementedError(msg)
+    u, s, vh = _F.svd(x, full_matrices=False)
+    v = _mT(vh)
+    g_v = None if g_vh is None else _mT(g_vh)
+    s_row, s_col = _F.unsqueeze(s, axes=(-2,)), _F.unsqueeze(s, axes=(-1,))
+    middle = None
+    if g_u is not None or g_v is not None:
+        squares = _F.mul(s, s)
+        gaps = _F.sub(_F.unsqueeze(squares, axes=(-2,)), _F.unsqueeze(squares, axes=(-1,)))
+        rows, cols = _positions(gaps)
+        gaps = _F.select(_F.eq(rows, cols), 1, gaps)
+        if g_u is not None:
+            uu = _F.matmul(_mT(u), g_u)
+            middle = _F.mul(_F.sub(uu, _mT(uu)), s_row)
+        if g_v is not None:
+            vv = _F.matmul(vh, g_v)
+            term = _F.mul(s_col, _F.sub(vv, _mT(vv)))
+            middle = term if middle is None else _F.add(middle, term)
+        middle = _F.div(middle, gaps)
+    if g_s is not None:
+        spread = _diagonal_matrix(g_s)
+        middle = spread if middle is None else _F.add(middle, spread)
+    assert middle is not None  # backward runs only when some output received a gradient
+    if m > k and g_u is not None:
+        scaled = _F.div(g_u, s_row)
+        outside = _F.sub(scaled, _F.matmul(u, _F.matmul(_mT(u), scaled)))
+        return (_F.matmul(_F.add(_F.matmul(u, middle), outside), vh),)
+    if n > k and g_v is not None:
+        scaled = _F.div(g_v, s_row)
+        outside = _F.sub(_mT(scaled), _F.matmul(_F.matmul(_mT(scaled), v), vh))
+        return (_F.matmul(u, _F.add(_F.matmul(middle, vh), outside)),)
+    return (_F.matmul(_F.matmul(u, middle), vh),)
+
+
+def _qr(c: _Call) -> tuple[_Grad, ...]:
+    """``gA = (gQ + Q S) R^-T`` with ``M = gR R^T - Q^T gQ`` and ``S = triu(M) + triu(M, 1)^T``.
+
+    Defined where ``R`` is square and invertible: ``m >= n`` in reduced mode (PyTorch's rule).
+    """
+    _real_only(c)
+    (x,) = c.inputs
+    m, n = x.shape[-2:]
+    if m < n or (c.options.mode == "complete" and m != n):
+        msg = (
+            f"qr: the gradient is defined for inputs with at least as many rows as columns in "
+            f"mode 'reduced' (got shape {x.shape}, mode {c.options.mode!r}); transpose the "
+            f"input or use mode='reduced'"
+        )
+        raise NotImplementedError(msg)
+    g_q, g_r = c.gradient
+    q, r = _F.qr(x, mode=c.options.mode)
+    middle = None
+    if g_r is not None:
+        middle = _F.matmul(g_r, _mT(r))
+    if g_q is not None:
+        qq = _F.matmul(_mT(q), g_q)
+        middle = _F.neg(qq) if middle is None else _F.sub(middle, qq)
+    assert middle is not None  # backward runs only when some output received a gradient
+    rows, cols = _positions(middle)
+    mirrored = _F.add(
+        _F.select(_F.le(rows, cols), middle, 0), _mT(_F.select(_F.lt(rows, cols), middle, 0))
+    )
+    left = _F.matmul(q, mirrored)
+    if g_q is not None:
+        left = _F.add(left, g_q)
+    return (_F.matmul(left, _mT(_F.inv(r))),)
+
+
 # The rule table. Names absent here are not differentiable (their spec says so) and the
 # engine never asks; every differentiable planned name has exactly one rule.
 _RULES: Final[dict[str, _Rule]] = {
@@ -642,4 +836,10 @@ _RULES: Final[dict[str, _Rule]] = {
     "gather": _gather,
     "scatter": _scatter,
     "scatter_add": _scatter_add,
+    "inv": _inv,
+    "solve": _solve,
+    "cholesky": _cholesky,
+    "eigh": _eigh,
+    "svd": _svd,
+    "qr": _qr,
 }

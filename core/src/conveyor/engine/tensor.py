@@ -7,6 +7,7 @@ calls the public functions), so the tensor itself never computes and never picks
 
 from __future__ import annotations
 
+import builtins  # Tensor's float() and int() methods shadow the names in its class body
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
@@ -18,7 +19,7 @@ from conveyor.engine.grad_mode import saved_for_backward
 from conveyor.engine.plugin_access import default_host
 from conveyor.types import dtypes
 from conveyor.types.dtypes import DType
-from conveyor.types.layout import Layout, normalize_axes
+from conveyor.types.layout import Layout, normalize_axes, normalize_axis
 from conveyor.types.options import OperationExecutionOptions
 
 if TYPE_CHECKING:
@@ -263,6 +264,11 @@ class Tensor:
             raise RuntimeError(msg)
         self._requires_grad = bool(value)
 
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place and return the tensor (PyTorch's form)."""
+        self.requires_grad = requires_grad
+        return self
+
     @property
     def autograd_ctx(self) -> Operation | None:
         """The operation that produced this tensor (``None`` for leaves)."""
@@ -305,9 +311,18 @@ class Tensor:
 
     # -- data access --------------------------------------------------------------------------
 
-    def numpy(self) -> np.ndarray[Any, Any]:
-        """The values as a NumPy array (read-only when it shares the carrier's memory)."""
-        return self._carrier.export_span(self._layout)
+    def numpy(self, *, copy: bool = False) -> np.ndarray[Any, Any]:
+        """The values as a NumPy array: read-only when it shares the carrier's memory.
+
+        Unlike PyTorch's writable, shared ``.numpy()``, a write through the array would bypass
+        the tensor's version counter, so autograd could not see it; NumPy then refuses the
+        write ("assignment destination is read-only"). Write through ``t[...] = values`` (or
+        ``t.copy_()``), or ask for a writable copy with ``copy=True``.
+
+        .. versionchanged:: 0.1 ``copy=True`` returns a writable copy.
+        """
+        values = self._carrier.export_span(self._layout)
+        return values.copy() if copy else values
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         import numpy as np
@@ -319,7 +334,15 @@ class Tensor:
             return array.copy()
         return array
 
-    def __dlpack__(self, **kwargs: Any) -> Any:
+    def __dlpack__(
+        self,
+        /,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: Any = None,
+        copy: bool | None = None,
+    ) -> Any:
         """Export through the carrier's ``_dlpack(layout, **kwargs)`` hook, when it has one.
 
         Zero-copy interchange is a carrier capability (only memory a consumer can address can be
@@ -340,16 +363,17 @@ class Tensor:
                 f"memory; use tensor.numpy() or cv.move the tensor to 'cpu'"
             )
             raise BufferError(msg)
+        kwargs = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
         if self._requires_grad or saved_for_backward(self._carrier):
-            if kwargs.get("copy") is False:
+            if copy is False:
                 msg = (
                     f"__dlpack__ on {carrier}: copy=False, but the tensor is part of an "
                     f"autograd graph and is only exported as a copy; pass copy=None or detach "
                     f"a clone first"
                 )
                 raise BufferError(msg)
-            kwargs["copy"] = True
-        return hook(self._layout, **kwargs)
+            copy = True
+        return hook(self._layout, copy=copy, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         hook = getattr(self._carrier, "_dlpack_device", None)
@@ -579,13 +603,112 @@ class Tensor:
         n = len(self._layout.shape)
         return _F.permute(self, axes=_REVERSED_AXES[n] if n < 8 else tuple(range(n - 1, -1, -1)))
 
-    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+    def transpose(self, *axes: Any) -> Tensor:
+        """The axes reversed (``t.T``), or in the order given (NumPy's ``a.transpose``)."""
+        if not axes or axes == (None,):
+            return self.T
+        return self.permute(*axes)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """A view with ``axis1`` and ``axis2`` exchanged."""
+        order = list(range(self.ndim))
+        a, b = normalize_axis(axis1, self.ndim), normalize_axis(axis2, self.ndim)
+        order[a], order[b] = order[b], order[a]
+        return _F.permute(self, axes=tuple(order))
+
+    def ravel(self) -> Tensor:
+        """The elements as a 1-D tensor: a view where the layout allows, else a copy."""
+        return _F.reshape(self, shape=(-1,))
+
+    def flatten(self) -> Tensor:
+        """The elements as a fresh 1-D tensor (NumPy's ``flatten`` always copies)."""
+        return _F.reshape(self, shape=(-1,)).copy()
+
+    def view(self, *shape: Any) -> Tensor:
+        """PyTorch's ``view``: the same storage under a new shape, never a copy.
+
+        Raises:
+            RuntimeError: no layout over this tensor's storage has that shape (a transposed
+                tensor flattened, say); use ``reshape``, which copies then.
+        """
+        result = self.reshape(*shape)
+        if result._carrier is not self._carrier:
+            msg = (
+                f"view on {type(self._carrier).__name__}: shape {result.shape} cannot be a view "
+                f"of this layout (shape {self.shape}, strides {self.strides}); use reshape(), "
+                f"which copies"
+            )
+            raise RuntimeError(msg)
+        return result
+
+    def numel(self) -> int:
+        """The number of elements (PyTorch's name for ``size``)."""
+        return self.size
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements this tensor shows (not of its whole storage)."""
+        return self.size * self._dtype.itemsize
+
+    def float(self) -> Tensor:
+        """A float32 copy (PyTorch's ``.float()``)."""
+        return self.astype(dtypes.float32)
+
+    def double(self) -> Tensor:
+        """A float64 copy."""
+        return self.astype(dtypes.float64)
+
+    def int(self) -> Tensor:
+        """An int32 copy (PyTorch's ``.int()``)."""
+        return self.astype(dtypes.int32)
+
+    def abs(self) -> Tensor:
+        return _F.abs(self)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:
+        """Values limited to ``[min, max]`` (NumPy's ``clip``, PyTorch's ``clamp``)."""
+        return _library.methods.clip(self, min, max)
+
+    clamp = clip
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        """``clamp`` in place."""
+        self._check_inplace("clamp_")
+        self._assign("clamp_", _library.methods.clip(self, min, max))
+        return self
+
+    def std(
+        self, axis: Any = None, keepdims: bool = False, correction: builtins.float = 0.0
+    ) -> Tensor:
+        """The standard deviation (``correction=1`` for the sample estimate)."""
+        return _library.methods.std(self, axis=axis, keepdims=keepdims, correction=correction)
+
+    def var(
+        self, axis: Any = None, keepdims: bool = False, correction: builtins.float = 0.0
+    ) -> Tensor:
+        """The variance (``correction=1`` for the sample estimate)."""
+        return _library.methods.var(self, axis=axis, keepdims=keepdims, correction=correction)
+
+    def any(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """Whether any element along ``axis`` is true (non-zero)."""
+        return _library.methods.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """Whether every element along ``axis`` is true (non-zero)."""
+        return _library.methods.all(self, axis=axis, keepdims=keepdims)
+
+    def broadcast_to(self, shape: Sequence[builtins.int]) -> Tensor:
         return _F.broadcast_to(self, shape=tuple(shape))
 
-    def squeeze(self, axes: int | Sequence[int] | None = None) -> Tensor:
+    def squeeze(self, axes: builtins.int | Sequence[builtins.int] | None = None) -> Tensor:
         return _F.squeeze(self, axes=axes)
 
-    def unsqueeze(self, axes: int | Sequence[int]) -> Tensor:
+    def unsqueeze(self, axes: builtins.int | Sequence[builtins.int]) -> Tensor:
         return _F.unsqueeze(self, axes=axes)
 
     # -- NumPy-user additions: operators, in-place forms, protocols and conversions ------------
@@ -861,14 +984,14 @@ class Tensor:
             raise TypeError(msg)
         return format(self.item(), spec)
 
-    def __round__(self, ndigits: int | None = None) -> Tensor:
+    def __round__(self, ndigits: builtins.int | None = None) -> Tensor:
         """Round half to even, to ``ndigits`` decimals (a tensor, as NumPy and PyTorch give)."""
         if not ndigits:
             return _F.round(self)
         scale = 10.0**ndigits
         return _F.div(_F.round(_F.mul(self, scale)), scale)
 
-    def __index__(self) -> int:
+    def __index__(self) -> builtins.int:
         """A single-element integer tensor used as an index (``range(t)``, ``lst[t]``)."""
         if not (self._dtype.is_integer or self._dtype.is_bool) or self.size != 1:
             msg = (

@@ -1,9 +1,14 @@
 """NumPy's dispatch protocols (NEP 13 ``__array_ufunc__``, NEP 18 ``__array_function__``).
 
 A NumPy call on a tensor runs the Conveyor function of the same meaning on the tensor's own
-carrier and returns a Tensor; ndarray operands are copied onto that carrier first. A call with
-no Conveyor equivalent (or with NumPy-only arguments such as ``out=``) returns
-``NotImplemented``, so NumPy raises ``TypeError``: nothing silently becomes an ndarray.
+carrier and returns a Tensor; ndarray operands are copied onto that carrier first. A NumPy
+function or ufunc method with no Conveyor equivalent (``np.median``, ``np.histogram``,
+``np.add.reduce``, ...) runs in NumPy on host copies of the tensors, with a
+``NumPyFallbackWarning`` that names it, and its array results are copied back onto the
+tensor's carrier class: the computation left the carrier, so it is said, never silent. NumPy's
+file writers (``np.save``, ``np.savez``, ``np.savetxt``) only read the values, as ``__array__``
+does, and run without a warning. NumPy-only arguments such as ``out=`` are refused (NumPy
+raises ``TypeError``).
 """
 
 from __future__ import annotations
@@ -17,8 +22,19 @@ from conveyor.engine import functional as F
 from conveyor.engine.tensor import Tensor, ones_like, zeros_like
 from conveyor.lib import composed as C
 from conveyor.lib.composed import fourier
+from conveyor.types.warnings import ConveyorWarning
 
-__all__ = ["handled_functions", "handled_ufuncs"]
+__all__ = ["NumPyFallbackWarning", "handled_functions", "handled_ufuncs"]
+
+
+class NumPyFallbackWarning(ConveyorWarning):
+    """A NumPy function Conveyor has no equivalent for ran in NumPy on a host copy.
+
+    Convert explicitly with ``np.asarray(tensor)`` to say that this is meant (and silence it),
+    or filter this class.
+    """
+
+    __module__ = "conveyor"
 
 
 def _greater(a: Any, b: Any) -> Tensor:
@@ -109,8 +125,13 @@ def array_ufunc(
     tensor: Tensor, ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     function = handled_ufuncs().get(ufunc)
-    if function is None or method != "__call__" or any(v is not None for v in kwargs.values()):
-        return NotImplemented
+    if kwargs.get("out") is not None:
+        return NotImplemented  # NumPy would write into the caller's array: refused
+    if function is None or method != "__call__":
+        name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        return _on_host(tensor, name, getattr(ufunc, method), inputs, kwargs)
+    if any(v is not None for v in kwargs.values()):
+        return NotImplemented  # where=, dtype=, ...: NumPy-only arguments of a call
     operands = [tensor._operand(x) for x in inputs]
     if not all(isinstance(x, Tensor | bool | int | float | complex) for x in operands):
         return NotImplemented
@@ -450,15 +471,62 @@ def array_function(
 ) -> Any:
     import numpy as np
 
-    adapter = handled_functions().get(func)
-    if adapter is None or not all(issubclass(t, Tensor | np.ndarray) for t in types):
+    if not all(issubclass(t, Tensor | np.ndarray) for t in types):
         return NotImplemented
+    adapter = handled_functions().get(func)
+    if adapter is None:
+        if func.__module__ == "numpy" and func.__name__ in _WRITERS:
+            return func(*_host(args), **_host(kwargs))
+        name = f"{func.__module__.replace('numpy', 'np', 1)}.{func.__name__}"
+        return _on_host(tensor, name, func, args, kwargs)
     try:
         bound = inspect.signature(adapter).bind(*args, **kwargs)
     except TypeError:
         return NotImplemented  # a NumPy-only argument (out=, dtype=, ...)
     converted = [_convert(tensor, v) for v in bound.args]
     return adapter(*converted, **{k: _convert(tensor, v) for k, v in bound.kwargs.items()})
+
+
+# NumPy's file writers, by name (NumPy is not imported with Conveyor): they only read values.
+_WRITERS = frozenset({"save", "savez", "savez_compressed", "savetxt"})
+
+
+def _host(value: Any) -> Any:
+    """Tensors (also inside lists, tuples and dicts) as host ndarrays."""
+    import numpy as np
+
+    if isinstance(value, Tensor):
+        return np.asarray(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_host(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _host(v) for k, v in value.items()}
+    return value
+
+
+def _on_host(tensor: Tensor, name: str, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """``func`` run by NumPy on host copies, with a warning; arrays come back as tensors."""
+    import warnings
+
+    import numpy as np
+
+    carrier = type(tensor.carrier).__name__
+    msg = (
+        f"{name} on {carrier}: Conveyor has no equivalent, so NumPy computed it on a host copy "
+        f"and the result was copied back onto {carrier}; call it on np.asarray(tensor) to "
+        f"make the conversion explicit (and silence this warning)"
+    )
+    warnings.warn(NumPyFallbackWarning(msg), stacklevel=4)
+    result = func(*_host(args), **_host(kwargs))
+
+    def back(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return tensor._operand(value)
+        if isinstance(value, tuple) and not hasattr(value, "_fields"):
+            return tuple(back(v) for v in value)
+        return value
+
+    return back(result)
 
 
 def _convert(tensor: Tensor, value: Any) -> Any:

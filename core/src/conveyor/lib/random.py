@@ -24,7 +24,13 @@ __all__ = ["Generator", "default_rng"]
 _Shape = int | Sequence[int] | None
 
 
-def _size(shape: _Shape) -> tuple[int, ...]:
+def _size(shape: _Shape, size: _Shape = None) -> tuple[int, ...]:
+    """The draw's shape from ``shape`` or NumPy's keyword ``size`` (one of them at most)."""
+    if size is not None:
+        if shape is not None:
+            msg = f"random: shape={shape!r} and size={size!r} both given; pass one of them"
+            raise TypeError(msg)
+        shape = size
     if shape is None:
         return ()
     return (shape,) if isinstance(shape, int) else tuple(shape)
@@ -57,11 +63,57 @@ class Generator:
         return target
 
     def random(
-        self, shape: _Shape = None, dtype: DType | None = None, carrier: Any = None
+        self,
+        shape: _Shape = None,
+        dtype: DType | None = None,
+        carrier: Any = None,
+        *,
+        size: _Shape = None,
     ) -> Tensor:
-        """Uniform values in ``[0, 1)``."""
+        """Uniform values in ``[0, 1)`` (``size`` is NumPy's name for ``shape``)."""
         target = self._float(dtype)
-        return self._make(self._rng.random(_size(shape)), target, carrier)
+        return self._make(self._rng.random(_size(shape, size)), target, carrier)
+
+    def standard_normal(
+        self,
+        shape: _Shape = None,
+        dtype: DType | None = None,
+        carrier: Any = None,
+        *,
+        size: _Shape = None,
+    ) -> Tensor:
+        """Normal values with mean 0 and standard deviation 1 (NumPy's ``standard_normal``)."""
+        target = self._float(dtype)
+        return self._make(self._rng.standard_normal(_size(shape, size)), target, carrier)
+
+    def choice(
+        self,
+        a: int | Tensor,
+        size: _Shape = None,
+        replace: bool = True,
+        p: Tensor | Sequence[float] | None = None,
+        carrier: Any = None,
+    ) -> Tensor:
+        """Elements drawn from tensor ``a`` (its first axis), or from ``arange(a)``.
+
+        ``p`` gives each element's probability; without ``replace`` each is drawn once at most.
+
+        Raises:
+            ValueError: NumPy's refusals (more draws than elements without ``replace``, ``p``
+                not summing to 1, ...).
+        """
+        import numpy as np
+
+        weights = None if p is None else np.asarray(p.numpy() if isinstance(p, Tensor) else p)
+        if isinstance(a, Tensor):
+            if a.ndim == 0:
+                msg = "choice: a 0-d tensor has no axis to draw from; pass a 1-D tensor"
+                raise ValueError(msg)
+            picks = self._rng.choice(a.shape[0], _size(None, size), replace=replace, p=weights)
+            index = _from_array(np.asarray(picks, np.int64), dtypes.int64, type(a.carrier))
+            return take(a, index, axis=0)
+        picks = self._rng.choice(a, _size(None, size), replace=replace, p=weights)
+        return self._make(picks, dtypes.default_int, carrier)
 
     def uniform(
         self,
@@ -70,10 +122,12 @@ class Generator:
         shape: _Shape = None,
         dtype: DType | None = None,
         carrier: Any = None,
+        *,
+        size: _Shape = None,
     ) -> Tensor:
         """Uniform values in ``[low, high)``."""
         target = self._float(dtype)
-        return self._make(self._rng.uniform(low, high, _size(shape)), target, carrier)
+        return self._make(self._rng.uniform(low, high, _size(shape, size)), target, carrier)
 
     def normal(
         self,
@@ -82,6 +136,8 @@ class Generator:
         shape: _Shape = None,
         dtype: DType | None = None,
         carrier: Any = None,
+        *,
+        size: _Shape = None,
     ) -> Tensor:
         """Normally distributed values with mean ``loc`` and standard deviation ``scale``.
 
@@ -92,7 +148,7 @@ class Generator:
             msg = f"normal: scale must be non-negative, got {scale!r}"
             raise ValueError(msg)
         target = self._float(dtype)
-        return self._make(self._rng.normal(loc, scale, _size(shape)), target, carrier)
+        return self._make(self._rng.normal(loc, scale, _size(shape, size)), target, carrier)
 
     def integers(
         self,
@@ -103,6 +159,7 @@ class Generator:
         carrier: Any = None,
         *,
         endpoint: bool = False,
+        size: _Shape = None,
     ) -> Tensor:
         """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is ``None``), int64 default.
 
@@ -113,7 +170,9 @@ class Generator:
         if not target.is_integer:
             msg = f"integers: needs an integer dtype, got {target.name}"
             raise TypeError(msg)
-        values = self._rng.integers(low, high, _size(shape), dtype=target.numpy, endpoint=endpoint)
+        values = self._rng.integers(
+            low, high, _size(shape, size), dtype=target.numpy, endpoint=endpoint
+        )
         return self._make(values, target, carrier)
 
     def permutation(self, x: int | Tensor, carrier: Any = None) -> Tensor:

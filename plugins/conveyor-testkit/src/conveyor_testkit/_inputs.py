@@ -272,12 +272,60 @@ def _scatter(gen: _Gen) -> list[Case]:
     return cases
 
 
+def _matrices(gen: _Gen, shape: _Shape, hermitian: bool) -> _Array:
+    """Finite, well-conditioned matrices: ``4 I`` added to square ones, made Hermitian (and so
+    positive definite) where the name reads one triangle (``cholesky``, ``eigh``)."""
+    dtype = gen.plan.operands[0].dtype
+    assert dtype is not None  # the input role is never optional
+    if not (dtype.is_floating or dtype.is_complex):
+        # A bool or integer matrix promoted by solve's other operand: unit lower triangular
+        # ones, invertible in every such dtype.
+        return np.broadcast_to(np.tril(np.ones(shape[-2:])), shape).astype(dtype.numpy)
+    values = gen.values(dtype, shape, "small").astype(np.complex128 if dtype.is_complex else float)
+    if shape[-1] == shape[-2]:
+        if hermitian:
+            values = (values + np.conj(np.swapaxes(values, -1, -2))) / 2
+        values = values + 4 * np.eye(shape[-1])
+    return values.astype(dtype.numpy)
+
+
+def _linalg(gen: _Gen) -> list[Case]:
+    """Stacks of matrices: square, tall, wide, batched, empty; every option value."""
+    name = gen.plan.operation
+    hermitian = name in ("cholesky", "eigh")
+    if name == "solve":
+        layouts: list[tuple[str, _Shape, _Shape]] = [
+            ("3x3 @ x = 3x2", (3, 3), (3, 2)),
+            ("3x3 @ x = vector 3", (3, 3), (3,)),
+            ("batched 2x3x3 @ x = 3x1", (2, 3, 3), (3, 1)),
+            ("0-sized batch", (0, 2, 2), (2, 1)),
+        ]
+        return [
+            Case(label, (_matrices(gen, a, False), _operand(gen, 1, b, "small")))
+            for label, a, b in layouts
+        ]
+    square = name in ("inv", "cholesky", "eigh")
+    shapes: list[_Shape] = [(3, 3), (2, 4, 4), (0, 0), (0, 2, 2)]
+    if not square:
+        shapes += [(4, 3), (3, 4), (0, 3)]
+    option = {"cholesky": "upper", "qr": "mode", "svd": "full_matrices"}.get(name)
+    values: list[Any] = ["reduced", "complete"] if option == "mode" else [False, True]
+    cases = []
+    for shape in shapes:
+        for value in values if option else [None]:
+            fields = {} if option is None else {option: value}
+            label = "x".join(map(str, shape)) + (f" {option}={value!r}" if option else "")
+            cases.append(Case(label, (_matrices(gen, shape, hermitian),), fields))
+    return cases
+
+
 _Builder = Callable[[_Gen], list[Case]]
 
 _ELEMENTWISE: Final = (  # noqa: SIM905  # one word list reads better than one name a line
     "add sub mul elementwise_mul div pow neg abs sign recip sqrt rsqrt exp exp2 log log2 sin cos "
     "erf floor ceil round maximum minimum rem eq ne lt le logical_not relu sigmoid tanh gelu silu "
-    "softplus elu leaky_relu clamp select"
+    "softplus elu leaky_relu clamp select tan sinh cosh asin acos atan asinh acosh atanh expm1 "
+    "log1p"
 ).split()
 
 BUILDERS: Final[dict[str, _Builder]] = {
@@ -293,6 +341,7 @@ BUILDERS: Final[dict[str, _Builder]] = {
     "gather": _gather,
     "scatter": _scatter,
     "scatter_add": _scatter,
+    **dict.fromkeys(["inv", "cholesky", "solve", "qr", "eigh", "svd"], _linalg),
 }
 """Planned name -> builder of its cases."""
 

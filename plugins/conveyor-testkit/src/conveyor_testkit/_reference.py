@@ -153,6 +153,18 @@ _UNARY: dict[str, Callable[..., Any]] = {
     "sigmoid": _sigmoid,
     "silu": lambda x: _limit(x, x * _sigmoid(x)),
     "softplus": lambda x: np.where(x > 40, x, np.log1p(np.exp(np.minimum(x, 40)))),
+    # The complex-only names (their plans are complex): NumPy's C99 functions.
+    "tan": np.tan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "expm1": np.expm1,
+    "log1p": np.log1p,
 }
 
 _BINARY: dict[str, Callable[..., Any]] = {
@@ -406,6 +418,34 @@ def _scatter(add: bool) -> Callable[..., Any]:
     return apply
 
 
+def _linalg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Reference of a linear-algebra name: NumPy's LAPACK in float64 / complex128, rounded."""
+
+    def apply(plan: cv.OperationPlan, fields: dict[str, Any], operands: Operands) -> Any:
+        arrays = [wide(a) for a in converted(plan, operands)]
+        with np.errstate(all="ignore"):
+            result = fn(fields, *arrays)
+        results = result if isinstance(result, tuple) else (result,)
+        rounded = tuple(
+            np.asarray(r).astype(d.numpy) for r, d in zip(results, plan.outputs, strict=True)
+        )
+        return rounded if len(rounded) > 1 else rounded[0]
+
+    return apply
+
+
+_LINALG: dict[str, Callable[..., Any]] = {
+    "inv": lambda fields, a: np.linalg.inv(a),
+    "cholesky": lambda fields, a: np.linalg.cholesky(a, upper=fields.get("upper", False)),
+    "solve": lambda fields, a, b: np.linalg.solve(a, b),
+    "qr": lambda fields, a: tuple(np.linalg.qr(a, mode=fields.get("mode", "reduced"))),
+    "eigh": lambda fields, a: tuple(np.linalg.eigh(a)),
+    "svd": lambda fields, a: tuple(
+        np.linalg.svd(a, full_matrices=fields.get("full_matrices", True))
+    ),
+}
+
+
 # -- the table --------------------------------------------------------------------------------
 
 _Ref = Callable[[cv.OperationPlan, dict[str, Any], Operands], Any]
@@ -445,6 +485,7 @@ REFERENCES: dict[str, _Ref] = {
     "gather": _gather,
     "scatter": _scatter(add=False),
     "scatter_add": _scatter(add=True),
+    **{name: _linalg(fn) for name, fn in _LINALG.items()},
 }
 
 

@@ -173,7 +173,11 @@ def vecdot(a: Tensor, b: Tensor, /, *, axis: int = -1) -> Tensor:
     if a.shape[axis] != b.shape[axis]:
         msg = f"vecdot: extents {a.shape[axis]} and {b.shape[axis]} differ along axis {axis}"
         raise ValueError(msg)
-    return F.reduce_sum(F.mul(conj(a), b), axis=axis)
+    product = F.mul(conj(a), b)
+    total = F.reduce_sum(product, axis=axis)
+    # Integer sums widen to 64 bits; the standard's vecdot keeps the operands' promoted dtype
+    # (the low bits of the wide sum are the wrapped narrow one).
+    return total if total.dtype is product.dtype else total.astype(product.dtype)
 
 
 def matrix_transpose(x: Tensor, /) -> Tensor:

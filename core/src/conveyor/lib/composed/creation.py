@@ -202,7 +202,8 @@ def from_dlpack(x: Any, /, *, carrier: Any = None, copy: bool | None = None) -> 
 
     Raises:
         TypeError: ``x`` is not a DLPack producer (it has no ``__dlpack__``).
-        ValueError: ``copy=False`` (carriers own their storage, so this always copies).
+        BufferError: ``copy=False`` (carriers own their storage, so the data is always copied;
+            ``conveyor_generic.cpu.from_dlpack`` shares a producer's memory on CPU).
     """
     import numpy as np
 
@@ -214,6 +215,9 @@ def from_dlpack(x: Any, /, *, carrier: Any = None, copy: bool | None = None) -> 
         )
         raise TypeError(msg)
     if copy is False:
-        msg = "from_dlpack: copy=False is not supported; carriers own their storage"
-        raise ValueError(msg)
+        msg = (
+            "from_dlpack: copy=False, but carriers own their storage, so the data is always "
+            "copied; pass copy=None, or use conveyor_generic.cpu.from_dlpack to share memory"
+        )
+        raise BufferError(msg)
     return from_numpy(np.from_dlpack(x), carrier)

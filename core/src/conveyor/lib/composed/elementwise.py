@@ -9,7 +9,9 @@ that is built from differentiable names.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from conveyor.engine import functional as F
@@ -18,6 +20,7 @@ from conveyor.lib.composed.creation import constant, full_like
 from conveyor.lib.composed.logic import logical_and, logical_or
 from conveyor.lib.composed.predicates import isfinite, isnan
 from conveyor.types import dtypes
+from conveyor.types.policy import resolve_plan
 
 __all__ = [
     "acos",
@@ -52,6 +55,42 @@ def _float(x: Tensor) -> Tensor:
     if x.dtype.is_integer or x.dtype.is_bool:
         return x.astype(dtypes.default_float)
     return x
+
+
+def _tensor_pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """Both operands as tensors: a Python scalar takes the dtype it promotes to weakly.
+
+    The binary functions composed here need tensors for ``select`` and the predicates; the
+    planned binary names accept scalars directly.
+    """
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a, b
+    like = a if isinstance(a, Tensor) else b
+    if not isinstance(like, Tensor):
+        msg = f"expected at least one Tensor operand, got {a!r} and {b!r}; pass a tensor"
+        raise TypeError(msg)
+    scalar = b if a is like else a
+    dtype = resolve_plan("add", like.dtype, scalar).compute
+    if like.dtype is not dtype:
+        like = like.astype(dtype)
+    if isinstance(a, Tensor):
+        return like, constant(b, dtype, like)
+    return constant(a, dtype, like), like
+
+
+def _complex_planned(planned: Callable[..., Tensor]) -> Callable[[Callable[..., Tensor]], Any]:
+    """Complex input goes to the planned name (C99's special values); real input is composed."""
+
+    def decorate(composed: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        @functools.wraps(composed)
+        def function(x: Tensor, /) -> Tensor:
+            if isinstance(x, Tensor) and x.dtype.is_complex:
+                return planned(x)
+            return composed(x)
+
+        return function
+
+    return decorate
 
 
 def positive(x: Tensor, /) -> Tensor:
@@ -126,22 +165,26 @@ def _wide(v: Any, wide: dtypes.DType, like: Tensor) -> Any:
     return v.astype(wide) if isinstance(v, Tensor) else float(v)
 
 
+@_complex_planned(F.tan)
 def tan(x: Tensor, /) -> Tensor:
     """``sin(x) / cos(x)``."""
     return F.div(F.sin(x), F.cos(x))
 
 
+@_complex_planned(F.sinh)
 def sinh(x: Tensor, /) -> Tensor:
     """``(e^x - e^-x) / 2``, through ``expm1`` so small arguments keep their digits."""
     x = _float(x)
     return F.mul(F.sub(expm1(x), expm1(F.neg(x))), 0.5)
 
 
+@_complex_planned(F.cosh)
 def cosh(x: Tensor, /) -> Tensor:
     """``(e^x + e^-x) / 2``."""
     return F.mul(F.add(F.exp(x), F.exp(F.neg(x))), 0.5)
 
 
+@_complex_planned(F.asinh)
 def asinh(x: Tensor, /) -> Tensor:
     """``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``, accurate near 0 and finite far out."""
     x = _float(x)
@@ -160,6 +203,7 @@ def _huge(x: Tensor) -> float:
     return 1e18 if x.dtype.bits <= 32 else 1e150
 
 
+@_complex_planned(F.acosh)
 def acosh(x: Tensor, /) -> Tensor:
     """``log(x + sqrt(x - 1) sqrt(x + 1))`` (NaN below 1)."""
     x = _float(x)
@@ -169,12 +213,14 @@ def acosh(x: Tensor, /) -> Tensor:
     return F.select(big, F.add(F.log(x), math.log(2.0)), small)
 
 
+@_complex_planned(F.atanh)
 def atanh(x: Tensor, /) -> Tensor:
     """``log1p(2x / (1 - x)) / 2`` (±inf at ±1, NaN outside)."""
     x = _float(x)
     return F.mul(log1p(F.div(F.mul(x, 2), F.sub(1, x))), 0.5)
 
 
+@_complex_planned(F.log1p)
 def log1p(x: Tensor, /) -> Tensor:
     """``log(1 + x)``, accurate for tiny ``x`` (Goldberg: ``log(u) * x / (u - 1)``)."""
     x = _float(x)
@@ -186,6 +232,7 @@ def log1p(x: Tensor, /) -> Tensor:
     return F.select(isfinite(u), value, F.log(u))
 
 
+@_complex_planned(F.expm1)
 def expm1(x: Tensor, /) -> Tensor:
     """``e^x - 1``, accurate for tiny ``x`` (``(u - 1) * x / log(u)``)."""
     x = _float(x)
@@ -214,8 +261,9 @@ def logaddexp(a: Tensor, b: Tensor, /) -> Tensor:
     return F.select(logical_and(isnan(diff), F.logical_not(isnan(high))), high, value)
 
 
-def hypot(a: Tensor, b: Tensor, /) -> Tensor:
+def hypot(a: Any, b: Any, /) -> Tensor:
     """``sqrt(a^2 + b^2)`` scaled by the larger magnitude: no overflow, no underflow."""
+    a, b = _tensor_pair(a, b)
     a, b = F.abs(_float(a)), F.abs(_float(b))
     high = F.maximum(a, b)
     low = F.minimum(a, b)
@@ -228,11 +276,11 @@ def hypot(a: Tensor, b: Tensor, /) -> Tensor:
     return F.select(F.add(isinf(a), isinf(b)), math.inf, value)
 
 
-def copysign(a: Tensor, b: Any, /) -> Tensor:
+def copysign(a: Any, b: Any, /) -> Tensor:
     """``|a|`` with the sign of ``b`` (``-0.0`` counts as negative)."""
     from conveyor.lib.composed.predicates import signbit
 
-    sign_of = b if isinstance(b, Tensor) else constant(b, a.dtype, a)
+    a, sign_of = _tensor_pair(a, b)
     magnitude = F.abs(a)
     return F.select(signbit(sign_of), F.neg(magnitude), magnitude)
 
@@ -247,6 +295,7 @@ def _atan_unit(x: Tensor) -> Tensor:
     return y
 
 
+@_complex_planned(F.atan)
 def atan(x: Tensor, /) -> Tensor:
     """Inverse tangent; ``atan(±inf) = ±pi/2``, ``atan(-0.0) = -0.0``."""
     x = _float(x)
@@ -257,10 +306,11 @@ def atan(x: Tensor, /) -> Tensor:
     return F.select(big, F.sub(half_pi, core), core)
 
 
-def atan2(y: Tensor, x: Tensor, /) -> Tensor:
+def atan2(y: Any, x: Any, /) -> Tensor:
     """The angle of the point ``(x, y)``, in ``[-pi, pi]``, with IEEE signed zeros."""
     from conveyor.lib.composed.predicates import isinf, signbit
 
+    y, x = _tensor_pair(y, x)
     y, x = _float(y), _float(x)
     both_inf = logical_and(isinf(x), isinf(y))
     ratio = F.div(F.select(both_inf, F.sign(y), y), F.select(both_inf, F.sign(x), x))
@@ -278,12 +328,14 @@ def atan2(y: Tensor, x: Tensor, /) -> Tensor:
     return F.select(nan, math.nan, angle)
 
 
+@_complex_planned(F.asin)
 def asin(x: Tensor, /) -> Tensor:
     """``atan2(x, sqrt(1 - x^2))`` (NaN outside ``[-1, 1]``)."""
     x = _float(x)
     return atan2(x, F.sqrt(F.mul(F.sub(1, x), F.add(1, x))))
 
 
+@_complex_planned(F.acos)
 def acos(x: Tensor, /) -> Tensor:
     """``atan2(sqrt(1 - x^2), x)`` (NaN outside ``[-1, 1]``)."""
     x = _float(x)
@@ -316,7 +368,7 @@ def _float_bits(dtype: dtypes.DType) -> tuple[int, int]:
     return (24, -126) if dtype.bits == 32 else (53, -1022)
 
 
-def nextafter(x: Tensor, y: Any, /) -> Tensor:
+def nextafter(x: Any, y: Any, /) -> Tensor:
     """The next representable value after ``x`` toward ``y`` (``y`` when they are equal).
 
     The spacing at ``x`` is ``2**(e - p + 1)`` with ``e = floor(log2|x|)`` (corrected where
@@ -325,12 +377,12 @@ def nextafter(x: Tensor, y: Any, /) -> Tensor:
     """
     from conveyor.lib.composed.predicates import isinf
 
+    x, target = _tensor_pair(x, y)
     if not x.dtype.is_floating or x.dtype.bits not in (32, 64):
         msg = (
             f"nextafter on {type(x.carrier).__name__}: needs float32 or float64, got {x.dtype.name}"
         )
         raise TypeError(msg)
-    target = y if isinstance(y, Tensor) else constant(y, x.dtype, x)
     precision, emin = _float_bits(x.dtype)
     magnitude = F.abs(x)
     safe = F.select(logical_and(isfinite(magnitude), F.lt(0, magnitude)), magnitude, 1.0)
