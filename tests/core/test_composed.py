@@ -245,48 +245,44 @@ class TestSingularMatrices:
 
     @pytest.mark.parametrize("matrix", SINGULAR)
     @pytest.mark.parametrize("function", ["inv", "solve"])
-    def test_inv_and_solve_of_singular_matrix_lin_alg_error(
+    def test_inv_and_solve_of_singular_matrix_value_error(
         self, carrier: str, matrix: list[list[float]], function: str
     ) -> None:
-        """inv and solve raise NumPy's LinAlgError (a ValueError) instead of inf / NaN."""
+        """inv and solve refuse a singular matrix with ValueError (NumPy's LinAlgError is one)
+        instead of returning inf / NaN; the input is unchanged."""
         x = on(matrix, carrier)
         rhs = on(np.ones(len(matrix)), carrier)
         version = x.version
 
-        with pytest.raises(np.linalg.LinAlgError) as info:
+        with pytest.raises(ValueError) as info:
             cv.inv(x) if function == "inv" else cv.solve(x, rhs)
 
-        assert isinstance(info.value, ValueError)
-        assert str(info.value) == (
-            f"{function} on {carrier_class(carrier).__name__}: Singular matrix (elimination met "
-            f"a zero pivot); pass a non-singular matrix, or regularise it (add a small multiple "
-            f"of the identity)"
+        assert type(info.value) is ValueError
+        assert str(info.value).startswith(
+            f"{function} on {carrier_class(carrier).__name__}: a matrix is singular, so "
         )
+        assert "conveyor.array_api.linalg.pinv" in str(info.value)
         assert x.version == version and x.numpy().tolist() == matrix
 
     @pytest.mark.parametrize(
         "matrix",
-        [
-            [[1.0, 2.0], [2.0, 1.0]],
-            [[0.0, 0.0], [0.0, 1.0]],
-            [[-1.0]],
-            [[1.0, math.nan], [math.nan, 1.0]],
-        ],
+        [[[1.0, 2.0], [2.0, 1.0]], [[0.0, 0.0], [0.0, 1.0]], [[-1.0]]],
     )
-    def test_cholesky_of_non_positive_definite_matrix_lin_alg_error(
+    def test_cholesky_of_non_positive_definite_matrix_value_error(
         self, carrier: str, matrix: list[list[float]]
     ) -> None:
-        """cholesky raises NumPy's LinAlgError instead of returning NaN entries."""
+        """cholesky refuses a matrix that is not positive definite instead of returning NaN
+        entries. (A matrix holding NaN gives NaN entries, as NumPy's does.)"""
         x = on(matrix, carrier)
 
-        with pytest.raises(np.linalg.LinAlgError) as info:
+        with pytest.raises(ValueError) as info:
             cv.cholesky(x)
 
         assert str(info.value) == (
-            f"cholesky on {carrier_class(carrier).__name__}: Matrix is not positive definite "
-            f"(a pivot is not positive); pass a symmetric positive-definite matrix"
+            f"cholesky on {carrier_class(carrier).__name__}: a matrix is not positive definite, "
+            f"so it has no Cholesky factor"
         )
-        assert np.array_equal(x.numpy(), np.array(matrix), equal_nan=True)
+        assert np.array_equal(x.numpy(), np.array(matrix))
 
     def test_non_singular_matrices_still_solve(self, carrier: str) -> None:
         """The checks refuse nothing regular: a permutation needing a pivot still inverts."""

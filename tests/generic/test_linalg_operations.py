@@ -390,8 +390,8 @@ class TestRefusals:
         with pytest.raises(ValueError) as info:
             F.inv(x)
         assert str(info.value) == (
-            "inv on Generic: a matrix is singular, so it has no inverse; use pinv for a "
-            "least-squares inverse"
+            "inv on Generic: a matrix is singular, so it has no inverse; use "
+            "conveyor.array_api.linalg.pinv for a least-squares inverse"
         )
         with pytest.raises(ValueError, match="solve on Generic: a matrix is singular"):
             F.solve(x, cv.tensor(np.ones(2), carrier=Generic))

@@ -56,7 +56,10 @@ def _lapack(function: Any, *arrays: Array, refusal: str, **kwargs: Any) -> Any:
 def inv(plan: cv.OperationPlan, options: Any, a: Any) -> Array:
     """The inverse of each matrix; a singular one is refused."""
     (x,) = _matrices(plan, (a,), True)
-    refusal = "a matrix is singular, so it has no inverse; use pinv for a least-squares inverse"
+    refusal = (
+        "a matrix is singular, so it has no inverse; use conveyor.array_api.linalg.pinv for a "
+        "least-squares inverse"
+    )
     return finish(_lapack(np.linalg.inv, x, refusal=refusal), plan.outputs[0])
 
 
@@ -83,7 +86,10 @@ def solve(plan: cv.OperationPlan, options: Any, a: Any, b: Any) -> Array:
         batch = check_broadcast(plan.operation, x.shape[:-2], y.shape[:-2])
         x = np.broadcast_to(x, (*batch, n, n))
         y = np.broadcast_to(y, (*batch, *y.shape[-2:]))
-    refusal = "a matrix is singular, so the system has no unique solution; use lstsq or pinv"
+    refusal = (
+        "a matrix is singular, so the system has no unique solution; multiply by "
+        "conveyor.array_api.linalg.pinv of it for the least-squares one"
+    )
     return finish(_lapack(np.linalg.solve, x, y, refusal=refusal), plan.outputs[0])
 
 

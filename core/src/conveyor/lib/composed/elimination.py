@@ -88,7 +88,9 @@ def slogdet(x: Tensor, /) -> SlogdetResult:
     magnitude = F.abs(pivots)
     logabs = F.reduce_sum(F.log(magnitude), axis=-1)
     unit = F.div(pivots, F.select(F.eq(magnitude, 0), 1.0, magnitude))
-    total_sign = F.mul(sign, F.reduce_prod(unit, axis=-1))
+    # A singular matrix has a zero pivot, so its sign is 0; adding 0.0 makes NumPy's 0.0 of
+    # the -0.0 an odd permutation would give (and changes no other value).
+    total_sign = F.add(F.mul(sign, F.reduce_prod(unit, axis=-1)), 0.0)
     return SlogdetResult(total_sign, logabs)
 
 
