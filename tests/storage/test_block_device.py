@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import pickle
 import shutil
 import stat
 import subprocess
@@ -572,3 +573,13 @@ class TestRefusedWritesAreNotFaults:
         assert info.value.errno == errno.ENOSPC
         assert device.fault is None
         assert carrier.read(0) == 0.0
+
+
+def test_pickling_a_block_device_or_its_carrier_says_how_to_share_it(tmp_path: Path) -> None:
+    device = BlockDevice.create_image(tmp_path / "img", 1 << 20)
+    carrier = device.allocate(8, cv.float64)
+    with pytest.raises(TypeError, match=r"BlockDeviceCarrier.*BlockDevice\(path\)"):
+        pickle.dumps(carrier)
+    with pytest.raises(TypeError, match=r"pickle on BlockDevice.*BlockDevice\(path\)"):
+        pickle.dumps(device)
+    device.close()

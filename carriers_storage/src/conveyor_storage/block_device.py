@@ -33,7 +33,7 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Iterator
-from typing import Any, Final, NoReturn, Self, final
+from typing import Any, Final, NoReturn, Self, SupportsIndex, final
 
 import numpy as np
 
@@ -120,6 +120,15 @@ class BlockDevice:
         "_physical",
         "_returned",
     )
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
+        # An open descriptor and its locks cannot travel; say what can instead.
+        msg = (
+            "pickle on BlockDevice: the device is a descriptor this process holds open; "
+            "reopen it in the other process with BlockDevice(path) (path: "
+            f"{self._path!r})"
+        )
+        raise TypeError(msg)
 
     def __init__(self, path: str | os.PathLike[str], *, direct: bool = False) -> None:
         name = os.path.abspath(os.fspath(path))

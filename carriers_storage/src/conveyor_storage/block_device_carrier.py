@@ -82,6 +82,13 @@ class BlockDeviceCarrier(cv.Carrier):
             return cls.allocate(size, dtype, device=device, **kwargs)  # raises the usual error
         return device._allocate(size, dtype, zero=False)
 
+    def _pickle_refusal(self) -> str:
+        return (
+            "a BlockDeviceCarrier is an extent of a device this process holds open; pickle "
+            "cv.move(tensor, 'cpu') instead, or reopen the image in the other process with "
+            "BlockDevice(path)"
+        )
+
     def allocate_like(self, size: int, dtype: cv.DType) -> BlockDeviceCarrier:
         """A new zero-filled carrier on the same device."""
         return self._device.allocate(size, dtype)
