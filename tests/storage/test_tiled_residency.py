@@ -505,3 +505,57 @@ class TestConstructionAndPublicSurface:
         ):
             tiled.require_facet(TiledResidencyFacet).promote([(0,)])
         assert tiled.tile_state((0,)).residency == "implicit"
+
+    def test_residency_policy_written_from_the_docs_with_two_arguments_streams(
+        self, tmp_path: Path
+    ) -> None:
+        """Issue 25 item 15: a ``plan(required, purpose)`` policy serves promotion and streaming."""
+        calls: list[str] = []
+
+        class TwoArguments(conveyor_storage.ResidencyPolicy):
+            def plan(self, required: TileSet, purpose: Any) -> ResidencyPlan:
+                calls.append(purpose)
+                resident = self.view.resident() if self.view else TileSet(())
+                promote = required - resident if purpose == "promote" else TileSet(())
+                return ResidencyPlan(promote, required & resident, TileSet(()))
+
+        values = RNG.standard_normal((6, 6)).astype(np.float32)
+        tile_bytes = 9 * 4
+        tiled = TiledEvictable(
+            CPU.allocate(0, cv.float32),
+            FileBacked.allocate(0, cv.float32, directory=str(tmp_path)),
+            (2, 2),
+            (3, 3),
+            residency_policy=TwoArguments(),
+            max_resident_bytes=2 * tile_bytes,
+        )
+        x = cv.Tensor(tiled, cv.Layout(tiled.shape))
+        residency = tiled.require_facet(TiledResidencyFacet)
+        for coord in tiled._grid.coords():
+            residency.promote([coord])
+            region = tiled._grid.region(coord)
+            tiled.import_span(tile_box(tiled, coord), np.ascontiguousarray(values[region]))
+            residency.evict([coord])  # this policy never frees room itself
+        residency.promote([(0, 0), (1, 1)])
+        total = cv.reduce_sum(cv.add(x, x))
+        np.testing.assert_allclose(total.numpy(), (values + values).sum(), rtol=1e-5)
+        assert "promote" in calls and "stream" in calls
+        assert tiled.peak_resident_bytes <= 3 * tile_bytes
+
+    def test_residency_policy_whose_plan_takes_neither_form_is_refused_unbound(
+        self, tmp_path: Path
+    ) -> None:
+        class OneArgument(conveyor_storage.ResidencyPolicy):
+            def plan(self, required: TileSet) -> ResidencyPlan:  # type: ignore[override]
+                return ResidencyPlan(required, TileSet(()), TileSet(()))
+
+        policy = OneArgument()
+        with pytest.raises(TypeError, match=r"OneArgument.* takes \(required, purpose\)"):
+            TiledEvictable(
+                CPU.allocate(0, cv.float32),
+                FileBacked.allocate(0, cv.float32, directory=str(tmp_path)),
+                (2,),
+                (3,),
+                residency_policy=policy,
+            )
+        assert policy.view is None

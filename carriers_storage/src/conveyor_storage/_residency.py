@@ -8,6 +8,7 @@ remembers the peak, which is what the budget tests read.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -56,8 +57,11 @@ class ResidencyPolicy:
     """Open base of residency policies; one instance serves one carrier.
 
     ``bind(view)`` is called once by the carrier; ``touched(tiles)`` after tiles were used;
-    ``plan(required, purpose)`` proposes a ``ResidencyPlan`` for making ``required`` resident
-    (``purpose`` is ``"promote"``, ``"stream"`` or ``"project"``; streaming promotes nothing).
+    ``plan(required, purpose, room=0)`` proposes a ``ResidencyPlan`` for making ``required``
+    resident (``purpose`` is ``"promote"``, ``"stream"`` or ``"project"``; streaming promotes
+    nothing). ``room`` is extra bytes the caller needs besides the resident tiles (streaming
+    buffers); a ``plan`` that takes only ``(required, purpose)`` is called without it, and the
+    carrier then frees that room itself, oldest tiles first.
     """
 
     view: ResidencyView | None = None
@@ -77,6 +81,33 @@ class ResidencyPolicy:
         resident = self.view.resident()
         promote = required - resident if purpose != "stream" else TileSet(())
         return ResidencyPlan(promote, required & resident, TileSet(()))
+
+
+Planner = Callable[[TileSet, Purpose, int], ResidencyPlan]
+
+
+def planner(policy: ResidencyPolicy) -> Planner:
+    """``policy.plan`` as a three-argument call, whether or not the policy takes ``room``."""
+    plan = policy.plan
+    try:
+        signature = inspect.signature(plan)
+    except (TypeError, ValueError):  # a builtin or C callable: trust the documented form
+        return plan
+    try:
+        signature.bind(TileSet(()), "promote", 0)
+    except TypeError:
+        pass
+    else:
+        return plan
+    try:
+        signature.bind(TileSet(()), "promote")
+    except TypeError:
+        msg = (
+            f"TiledEvictable: residency_policy {policy!r} has plan{signature}; a policy's plan "
+            "takes (required, purpose) or (required, purpose, room)"
+        )
+        raise TypeError(msg) from None
+    return lambda required, purpose, room: plan(required, purpose)
 
 
 @final

@@ -91,7 +91,7 @@ class _Session:
                 room = max(0, held.get(id(carrier), 0) - 1) * carrier.tile_bytes
                 plan = checked_plan(
                     carrier,
-                    carrier._policy.plan(TileSet(()), "stream", room),
+                    carrier._plan(TileSet(()), "stream", room),
                     TileSet(()),
                     "stream",
                 )

@@ -92,7 +92,7 @@ def check_promote(tiled: TiledEvictable, required: TileSet, what: str) -> None:
 
 def promote_claimed(tiled: TiledEvictable, required: TileSet) -> None:
     need = len(required - tiled._resident_set()) * tiled._tile_bytes
-    plan = checked_plan(tiled, tiled._policy.plan(required, "promote"), required, "promote")
+    plan = checked_plan(tiled, tiled._plan(required, "promote", 0), required, "promote")
     make_room(tiled, plan.evict, need)
     load(tiled, plan.promote)
     tiled._policy.touched(required)

@@ -34,6 +34,7 @@ from conveyor_storage._residency import (
     LRUPolicy,
     ResidencyPolicy,
     ResidencyView,
+    planner,
 )
 from conveyor_storage._spans import Allocator, sibling_allocator
 from conveyor_storage._tiled_backward import TiledOperation
@@ -133,6 +134,7 @@ class TiledEvictable(cv.DependentCarrier):
             None if max_resident_bytes is None else max_resident_bytes + tile_bytes
         )
         self._policy = residency_policy
+        self._plan = planner(residency_policy)
         residency_policy.bind(
             ResidencyView(
                 resident=self._resident_set, tile_bytes=tile_bytes, budget=max_resident_bytes
