@@ -459,6 +459,39 @@ class TestConstructionAndPublicSurface:
         ):
             TiledEvictable(cpu, file, (2,), (3,), max_resident_bytes=4)
 
+    def test_grid_whose_bookkeeping_cannot_fit_is_refused_with_the_tile_count(
+        self, tmp_path: Path
+    ) -> None:
+        """Issue 25 item 10: a 10^6 x 10^6 grid is a ValueError giving the tile count, at once."""
+        cpu = CPU.allocate(0, cv.float32)
+        file = FileBacked.allocate(0, cv.float32, directory=str(tmp_path))
+        with pytest.raises(
+            ValueError,
+            match=r"a grid of 1,000,000,000,000 tiles needs about .* MiB of per-tile "
+            r"bookkeeping .*; use larger tiles",
+        ):
+            TiledEvictable(cpu, file, (10**6, 10**6), (1, 1))
+        assert cpu.size == 0 and file.size == 0
+        tiled = TiledEvictable(cpu, file, (10, 10), (1, 1))  # the tiers are still usable
+        assert tiled.size == 100
+
+    def test_bookkeeping_is_measured_against_the_memory_available(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from conveyor_storage import _memory
+
+        monkeypatch.setattr(_memory, "available_bytes", lambda: 40 * 1024)
+
+        def tiled(grid: tuple[int, ...]) -> TiledEvictable:
+            file = FileBacked.allocate(0, cv.float32, directory=str(tmp_path))
+            return TiledEvictable(CPU.allocate(0, cv.float32), file, grid, (1, 1))
+
+        with pytest.raises(ValueError, match=r"a grid of 100 tiles .* at most 40 tiles"):
+            tiled((10, 10))
+        assert tiled((5, 8)).size == 40
+        monkeypatch.setattr(_memory, "available_bytes", lambda: None)  # unknown: no refusal
+        assert tiled((10, 10)).size == 100
+
     def test_closed_and_registered(self) -> None:
         with pytest.raises(
             TypeError, match="cannot subclass TiledEvictable: it is a closed carrier"
