@@ -670,3 +670,23 @@ class TestEvictableAllocate:
         with pytest.raises(TypeError, match="BlockDevice"):
             ev.evict()
         assert not ev.is_evicted()
+
+
+def test_pickling_an_evictable_tensor_names_the_wrapper_and_says_move_to_cpu(
+    tmp_path: Path,
+) -> None:
+    """Issue 25 item 14: the refusal names Evictable (not its secondary), and its advice works."""
+    import pickle
+
+    values = np.arange(6.0)
+    t = cv.Tensor(
+        Evictable(
+            _fill(CPU.allocate(6, cv.float64), values),
+            FileBacked.allocate(6, cv.float64, directory=tmp_path),
+        )
+    )
+    version = t.version
+    with pytest.raises(TypeError, match=r"^pickle on Evictable: .*cv\.move\(tensor, 'cpu'\)"):
+        pickle.dumps(t)
+    assert t.version == version and t.numpy().tolist() == values.tolist()
+    assert pickle.loads(pickle.dumps(cv.move(t, "cpu"))).numpy().tolist() == values.tolist()

@@ -592,3 +592,21 @@ class TestConstructionAndPublicSurface:
                 residency_policy=policy,
             )
         assert policy.view is None
+
+
+def test_pickling_a_tiled_tensor_names_the_wrapper_and_says_what_to_pickle(tmp_path: Path) -> None:
+    """Issue 25 item 14: the refusal names TiledEvictable (not its secondary); the advice works.
+
+    (``cv.move`` has no route out of TiledEvictable, so the advice is ``tensor.numpy()``.)
+    """
+    import pickle
+
+    values = RNG.standard_normal((6, 6)).astype(np.float32)
+    x, expected = build(
+        values, (3, 3), primary=CPU, secondary=secondary_factory("file", tmp_path), dtype=cv.float32
+    )
+    with pytest.raises(
+        TypeError, match=r"^pickle on TiledEvictable: .*pickle tensor\.numpy\(\) instead"
+    ):
+        pickle.dumps(x)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(x.numpy())), expected)

@@ -442,6 +442,12 @@ class Evictable(cv.DependentCarrier):
             raise NotImplementedError(msg) from exc
         return EvictableOperation(inner)
 
+    def _pickle_refusal(self) -> str:
+        return (
+            "an Evictable tensor lives in this process's memory and its secondary tier (an "
+            "open file or device) at once; pickle cv.move(tensor, 'cpu') instead"
+        )
+
     def __repr__(self) -> str:
         state = "evicted" if self._primary is None else "promoted"
         if self.released:

@@ -505,6 +505,12 @@ class TiledEvictable(cv.DependentCarrier):
         op: cv.Operation = super().dispatch_op(operation_name)
         return op
 
+    def _pickle_refusal(self) -> str:
+        return (
+            "a TiledEvictable tensor's tiles live in this process's memory and its secondary "
+            "tier (an open file or device); pickle tensor.numpy() instead, which reads every tile"
+        )
+
     def __repr__(self) -> str:
         primary, secondary = self._classes
         state = (
