@@ -158,6 +158,34 @@ class TestAtomicTransitions:
         assert [dense[0, 5 * i] for i in range(3)] == [7.0, 8.0, 9.0]
         assert tiled.resident_bytes == 3 * tiled.tile_bytes
 
+    def test_multi_tile_write_failing_half_way_changes_no_tile(
+        self, primary: Any, secondary: Any
+    ) -> None:
+        """Issue 25 item 15: a write spanning tiles is all-or-nothing, values and dirty flags."""
+        tiled = _empty(primary, secondary)
+        res = tiled.require_facet(TiledResidencyFacet)
+        row = [(0, 0), (0, 1), (0, 2)]
+        res.promote(row)
+        for i, coord in enumerate(row):
+            _write(tiled, coord, float(i + 1))
+        res.evict([(0, 0)])
+        res.promote([(0, 0)])  # clean: its secondary copy is current
+        victim = tiled._resident[(0, 2)]
+        original = victim.import_span
+
+        def broken(layout: cv.Layout, values: Any) -> None:
+            raise OSError(28, "injected: no space left on device")
+
+        victim.import_span = broken  # type: ignore[method-assign]
+        x = cv.Tensor(tiled, cv.Layout(tiled.shape))
+        before_states, before_values = _states(tiled), x.numpy().copy()
+        with pytest.raises(OSError, match="injected"):
+            tiled.import_span(cv.Layout((15,)), np.full(15, -1.0, np.float32))  # row 0, 3 tiles
+        victim.import_span = original  # type: ignore[method-assign]
+        assert _states(tiled) == before_states
+        assert tiled.tile_state((0, 0)) == TileState("primary", False)
+        np.testing.assert_array_equal(x.numpy(), before_values)
+
     def test_failed_promotion_commits_nothing(self, primary: Any, secondary: Any) -> None:
         tiled = _empty(primary, secondary)
         res = tiled.require_facet(TiledResidencyFacet)

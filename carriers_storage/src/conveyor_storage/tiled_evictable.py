@@ -467,12 +467,23 @@ class TiledEvictable(cv.DependentCarrier):
                 "before writing"
             )
             raise RuntimeError(msg)
-        for coord, (mask, inner) in touched.items():
-            tile = self._resident[coord]
-            current = np.array(tile.export_span(cv.Layout(self._grid.tile_shape)))
-            current[inner] = flat[mask]
-            tile.import_span(cv.Layout(self._grid.tile_shape), current)
-            self._current.discard(coord)
+        box = cv.Layout(self._grid.tile_shape)
+        before: dict[Coord, np.ndarray[Any, Any]] = {}
+        after: dict[Coord, np.ndarray[Any, Any]] = {}
+        for coord, (mask, inner) in touched.items():  # every new value first, so nothing is torn
+            before[coord] = np.array(self._resident[coord].export_span(box))
+            after[coord] = before[coord].copy()
+            after[coord][inner] = flat[mask]
+        written: list[Coord] = []
+        try:
+            for coord, values in after.items():
+                self._resident[coord].import_span(box, values)
+                written.append(coord)
+        except BaseException:
+            for coord in written:  # all or nothing: the tiles already written get their values back
+                self._resident[coord].import_span(box, before[coord])
+            raise
+        self._current.difference_update(after)
 
     def _release(self) -> None:
         with self._lock:
