@@ -162,7 +162,7 @@ def write_back(tiled: TiledEvictable, tiles: TileSet, what: str) -> None:
             secondary = tiled._secondary_for(what)
         for done, coord in enumerate(dirty, 1):
             values = tiled._resident[coord].export_span(cv.Layout(tiled._grid.tile_shape))
-            secondary.import_span(tiled._grid.box(coord), values)
+            tiled._write_secondary(secondary, coord, values)
             if progress_active():
                 report_progress(done, len(dirty), "evict tiles")
     with tiled._lock:

@@ -21,6 +21,7 @@ ordinary compute tensors (``conveyor_storage._projection``).
 from __future__ import annotations
 
 import math
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -29,7 +30,7 @@ from typing import Any, Final, Self, final
 import numpy as np
 
 import conveyor as cv
-from conveyor_storage import _memory
+from conveyor_storage import _memory, _private_dir
 from conveyor_storage._residency import (
     Ledger,
     LRUPolicy,
@@ -38,9 +39,11 @@ from conveyor_storage._residency import (
     planner,
 )
 from conveyor_storage._spans import Allocator, sibling_allocator
+from conveyor_storage._tile_journal import TileJournal, torn_tiles
 from conveyor_storage._tiled_backward import TiledOperation
 from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet, TileState, check_tiers
 from conveyor_storage._transitions import TiledResidencyFacet, claim
+from conveyor_storage.file_backed import FileBacked
 
 __all__ = ["DIRECT_OPERATIONS", "TiledEvictable"]
 
@@ -82,6 +85,18 @@ def _release_all(owned: dict[str, Any]) -> None:
     secondary = owned.get("secondary")
     if secondary is not None:
         secondary.release()
+    journal: TileJournal | None = owned.get("journal")
+    if journal is not None:
+        journal.close(data_kept=os.path.exists(owned["journal_of"]))
+
+
+def _kept_file(secondary: cv.Carrier) -> str | None:
+    """The path of a FileBacked secondary that outlives the process (torn tiles matter), else
+    ``None`` (a private temporary file, or storage of another kind)."""
+    if type(secondary) is not FileBacked or not secondary.mutable:
+        return None
+    path = secondary.path
+    return None if _private_dir.holds(path) else path
 
 
 @final
@@ -149,6 +164,7 @@ class TiledEvictable(cv.DependentCarrier):
         self._current: set[Coord] = set()  # tiles whose secondary copy is their value
         self._implicit: dict[Coord, Any] = {}
         self._invalid: set[Coord] = set()
+        self._torn: frozenset[Coord] = frozenset()  # invalid: a killed process was writing them
         self._busy: set[Coord] = set()  # tiles with a transition or operation in flight
         self._lock = threading.RLock()
         self._ledger = Ledger(
@@ -175,7 +191,10 @@ class TiledEvictable(cv.DependentCarrier):
         if not primary.size:
             primary.release()
             if secondary.size:
-                self._current.update(coords)
+                path = secondary.path if type(secondary) is FileBacked else None
+                self._torn = torn_tiles(path, self._grid) if path is not None else frozenset()
+                self._invalid.update(self._torn)
+                self._current.update(c for c in coords if c not in self._torn)
             else:
                 self._implicit.update(dict.fromkeys(coords, 0))
             return
@@ -194,7 +213,7 @@ class TiledEvictable(cv.DependentCarrier):
             self._resident[coord] = tile
             self._current.discard(coord)
         else:
-            self._secondary_for("TiledEvictable").import_span(self._grid.box(coord), values)
+            self._write_secondary(self._secondary_for("TiledEvictable"), coord, values)
             self._current.add(coord)
         self._implicit.pop(coord, None)
 
@@ -361,7 +380,20 @@ class TiledEvictable(cv.DependentCarrier):
                 )
                 raise TypeError(msg)
             self._owned["secondary"] = secondary
+        if "journal" not in self._owned:
+            path = _kept_file(secondary)
+            self._owned["journal"] = None if path is None else TileJournal(path, self._grid)
+            self._owned["journal_of"] = path
         return secondary
+
+    def _write_secondary(self, secondary: cv.Carrier, coord: Coord, values: Any) -> None:
+        """Write tile ``coord`` into the secondary, marked in its journal while in flight."""
+        journal: TileJournal | None = self._owned["journal"]
+        if journal is not None:
+            journal.writing(coord)
+        secondary.import_span(self._grid.box(coord), values)
+        if journal is not None:
+            journal.written(coord)
 
     def _values(self, coord: Coord, what: str) -> np.ndarray[Any, Any]:
         """Tile ``coord``'s value in canonical tile order (a view or copy; never changes state)."""
@@ -373,6 +405,13 @@ class TiledEvictable(cv.DependentCarrier):
         if coord in self._implicit:
             value = np.array(self._implicit[coord], self._dt.numpy)
             return np.broadcast_to(value, self._grid.tile_shape)
+        if coord in self._torn:
+            msg = (
+                f"{what} on TiledEvictable: tile {coord} is torn (a process died while writing "
+                "it back to the secondary, so it holds neither its old nor its new value); "
+                "scatter or write it first"
+            )
+            raise RuntimeError(msg)
         msg = (
             f"{what} on TiledEvictable: tile {coord} is invalid (its value was discarded); "
             "scatter or write it first"
@@ -406,6 +445,9 @@ class TiledEvictable(cv.DependentCarrier):
         flush = getattr(secondary, "flush", None)
         if callable(flush):
             flush()
+        journal: TileJournal | None = self._owned.get("journal")
+        if journal is not None:
+            journal.sync()
 
     # -- storage hooks: the whole logical tensor, slot by slot or span by span --------------------
 
