@@ -127,6 +127,26 @@ class TestPoolRefills:
         assert x.grad is not None
         np.testing.assert_array_equal(x.grad.numpy()[:3], [14.0, 14.0, 14.0])
 
+    @pytest.mark.parametrize(
+        ("x_shape", "k_shape", "padding"),
+        [((2, 8, 30, 30), (8, 8, 3, 3), 1), ((4, 64, 12, 12), (16, 64, 1, 1), 0)],
+        ids=["3x3, one image per product", "1x1, images sharing a product"],
+    )
+    def test_a_repeated_convolution_takes_its_work_buffers_from_the_pool(
+        self, x_shape: tuple[int, ...], k_shape: tuple[int, ...], padding: int
+    ) -> None:
+        """The im2col buffers go back to the pool (a view left alive used to keep them out,
+        so every call mapped, and faulted in, fresh ones)."""
+        rng = np.random.default_rng(0)
+        x = cv.tensor(rng.standard_normal(x_shape).astype(np.float32), carrier=CPU)
+        k = cv.tensor(rng.standard_normal(k_shape).astype(np.float32), carrier=CPU)
+        pads = ((padding, padding), (padding, padding))
+        first = cv.conv_general(x, k, padding=pads).numpy().copy()
+        before = rt.fresh_buffers()
+        for _ in range(3):
+            np.testing.assert_array_equal(cv.conv_general(x, k, padding=pads).numpy(), first)
+        assert rt.fresh_buffers() == before
+
     def test_small_results_never_enter_the_pool(self) -> None:
         x = cv.zeros(1024, carrier=CPU)
         for _ in range(3):
