@@ -21,7 +21,6 @@ import attrs
 import pluggy
 
 from conveyor.plugins import _hookspecs
-from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig, canonical_name
 from conveyor.plugins._discovery import _Candidate, registration_name, scan
 from conveyor.plugins._importing import in_plugin_import
@@ -44,6 +43,7 @@ from conveyor.plugins._state import (
 
 if TYPE_CHECKING:
     from conveyor.engine.carrier import Carrier
+    from conveyor.plugins._commands import Command
 
 __all__ = ["PluginHost", "host", "set_default_host"]
 
@@ -678,6 +678,8 @@ class PluginHost:
 
     def commands(self) -> tuple[Command, ...]:
         """``conveyor`` subcommands contributed by loaded plugins, in plugin order."""
+        from conveyor.plugins._commands import Command  # for the command line only
+
         found = self._require().contributions("conveyor_commands")
         return tuple(c for c in found if isinstance(c, Command))  # checked at plugin load
 

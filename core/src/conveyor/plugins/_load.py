@@ -21,7 +21,6 @@ import pluggy
 
 from conveyor.engine import journal as _journal
 from conveyor.plugins import _namespace
-from conveyor.plugins._commands import Command
 from conveyor.plugins._config import _HostConfig
 from conveyor.plugins._discovery import _Candidate, registration_name
 from conveyor.plugins._hookspecs import HOOK_NAMES, PLUGIN_API_VERSION
@@ -353,6 +352,8 @@ def _validate_items(
         for item in items:
             check_contributed_pack_names(item, defined)  # raises inside the hook guard
     if hook == _COMMANDS_HOOK:
+        from conveyor.plugins._commands import Command  # only a plugin adding commands needs it
+
         for item in items:
             if not isinstance(item, Command):
                 msg = (

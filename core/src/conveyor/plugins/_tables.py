@@ -9,7 +9,6 @@ character, for ``--wide``). Output that goes to a pipe or a file is not shortene
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Iterable, Sequence
 
@@ -23,6 +22,8 @@ def terminal_width() -> int | None:
     """The width to fit: ``COLUMNS``, else the terminal's; ``None`` for a pipe or a file."""
     if "COLUMNS" not in os.environ and not sys.stdout.isatty():
         return None
+    import shutil  # 4 ms (it loads the compression modules): only when a table is printed
+
     return shutil.get_terminal_size().columns
 
 
