@@ -180,11 +180,12 @@ def _pointwise(x: Array, w: Array, strides: Any, groups: int, work: Array) -> No
         )
 
 
-# Bytes of one im2col matrix: small images share one BLAS product (fewer thread start-ups),
-# large ones go one by one so the matrix stays in cache. With the buffers pooled, on 2 cores at
-# load 1: 8 MiB gave 16.8 / 7.7 / 20.1 ms for the bench's 3x3, 1x1 and 7x7 s2 cases, 64 MiB
-# (every image in one product) 19.1 / 9.7 / 25.2 ms.
-_COLUMN_BYTES = 8 << 20
+# Bytes of one im2col matrix: a chunk of images shares one BLAS product. On a quiet 2-core
+# machine 8 MiB chunks were 12% faster (16.8 against 19.1 ms on the bench's 3x3 case), but with
+# busy cores OpenBLAS' per-call thread hand-off dominates: under load 5-14 eight per-image
+# products took 257 ms and one 43 ms (torch 42.7 ms), and with three spinning processes beside
+# it 8 MiB took 133-508 ms where 64 MiB took 85-144. The robust choice wins.
+_COLUMN_BYTES = 64 << 20
 
 
 def _im2col(
