@@ -157,15 +157,21 @@ def test_connect_with_security_reaches_a_tls_cluster_and_without_it_is_refused(
     tls_cluster: tuple[str, Any],
 ) -> None:
     """``DaskCarrier.connect(address, security=...)`` computes on a user's TLS cluster; without
-    credentials the connect is a RuntimeError that says how to give them, and the cluster in
-    use stays in use."""
+    credentials, or with a certificate of another authority, the connect is a RuntimeError that
+    says how to give them, and the cluster in use stays in use."""
     address, security = tls_cluster
     before = _cluster.active_session()
     with pytest.raises(RuntimeError) as error:
         DaskCarrier.connect(address, timeout=5.0)
     message = str(error.value)
-    assert message.startswith(f"connect on DaskCarrier: the address {address!r} given to ")
-    assert "security=distributed.Security(...)" in message and "distributed.comm.tls" in message
+    assert message.startswith(
+        f"connect on DaskCarrier: the address {address!r} given to DaskCarrier.connect is a TLS "
+        "scheduler address, but no TLS credentials were given; pass security=distributed."
+    ), message
+    assert "distributed.comm.tls.ca-file" in message
+    assert _cluster.active_session() is before
+    with pytest.raises(RuntimeError, match=r"is a TLS scheduler address, but its TLS handshake"):
+        DaskCarrier.connect(address, timeout=5.0, security=_tls.security())  # not its CA
     assert _cluster.active_session() is before
 
     DaskCarrier.connect(address, security=security)

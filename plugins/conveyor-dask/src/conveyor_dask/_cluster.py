@@ -142,14 +142,13 @@ def scheduler_gone(operation: str, address: str, detail: str) -> RuntimeError:
 
 def not_a_scheduler(address: str, detail: str, *, variable: bool) -> RuntimeError:
     """The error for an address where no Dask scheduler answers as one."""
+    where = _where(address, variable)
     if variable:
-        where = f"{SCHEDULER_VARIABLE}={address!r}"
         fix = (
             f"set {SCHEDULER_VARIABLE} to the address `dask scheduler` prints (such as "
             f"{_EXAMPLE!r}), or unset it to use the embedded cluster"
         )
     else:
-        where = f"the address {address!r} given to DaskCarrier.connect"
         fix = (
             f"pass the address `dask scheduler` prints, such as {_EXAMPLE!r} (the form "
             f"{SCHEDULER_VARIABLE} takes too)"
@@ -182,51 +181,60 @@ def _resolve_security(address: str, security: Any) -> distributed.Security:
     return found
 
 
+def _where(address: str, variable: bool) -> str:
+    if variable:
+        return f"{SCHEDULER_VARIABLE}={address!r}"
+    return f"the address {address!r} given to DaskCarrier.connect"
+
+
+def _credentials(address: str, detail: str, variable: bool) -> RuntimeError:
+    msg = (
+        f"connect on DaskCarrier: {_where(address, variable)} is a TLS scheduler address, but "
+        f"{detail}; pass security=distributed.Security(tls_ca_file=..., tls_client_cert=..., "
+        f"tls_client_key=...) to DaskCarrier.connect, or give the same files through Dask's "
+        f"configuration (distributed.comm.tls.ca-file, distributed.comm.tls.client.cert, "
+        f"distributed.comm.tls.client.key; as variables DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+        f"DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)"
+    )
+    return RuntimeError(msg)
+
+
+# Past the connect timeout, how long the probe still waits for the handshake's answer, so a
+# port where nothing listens is told apart from a server that accepts and never answers.
+_ANSWER_MARGIN_S: Final = 1.0
+
+
 def _probe(address: str, timeout: float, security: distributed.Security, variable: bool) -> None:
-    """Refuse ``address`` unless a Dask scheduler answers there within ``timeout`` seconds.
+    """Refuse ``address`` unless a Dask scheduler answers there within about ``timeout`` s.
 
     ``distributed.Client`` waits for the other side's handshake without a limit and reads any
     bytes it gets as a Dask frame (an HTTP server's reply becomes an exabyte allocation), so
     this asks first, on a private event loop in a helper thread (the caller may be inside a
-    running loop, as in Jupyter): a TCP connection (retried until the timeout, as Dask does),
-    then Dask's handshake and an ``identity`` request, all bounded.
+    running loop, as in Jupyter): Dask's own connection (retried until ``timeout``), its
+    handshake and an ``identity`` request, bounded together.
     """
     import asyncio
-    import socket
     import time
 
+    from distributed.comm.core import CommClosedError, FatalCommClosedError
     from distributed.comm import connect as comm_connect
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
 
     try:
         scheme, location = parse_address(address)
-        host, port = parse_host_port(location) if scheme in ("tcp", "tls", "ws", "wss") else ("", 0)
+        get_backend(scheme)  # an unknown scheme is a ValueError naming the known ones
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            parse_host_port(location)  # "missing port number"
         arguments = security.get_connection_args("client")
     except (ValueError, TypeError) as exc:
         raise not_a_scheduler(address, str(exc), variable=variable) from exc
     if scheme in ("tls", "wss") and arguments.get("ssl_context") is None:
-        detail = (
-            "a TLS address, but no TLS credentials were given: pass security=distributed."
-            "Security(...) to DaskCarrier.connect, or set Dask's distributed.comm.tls.ca-file, "
-            ".client.cert and .client.key"
-        )
-        raise not_a_scheduler(address, detail, variable=variable)
+        raise _credentials(address, "no TLS credentials were given", variable)
     deadline = time.monotonic() + timeout
-    if host:
-        while True:  # a scheduler just started may need a moment before it listens
-            left = deadline - time.monotonic()
-            try:
-                socket.create_connection((host, port), timeout=max(left, 0.1)).close()
-                break
-            except OSError as exc:
-                if left <= 0:
-                    raise scheduler_gone("connect", address, str(exc)) from exc
-                time.sleep(min(0.1, max(left, 0)))
 
     async def ask() -> Any:
-        comm = await comm_connect(
-            address, timeout=max(deadline - time.monotonic(), 0.1), **arguments
-        )
+        comm = await comm_connect(address, timeout=timeout, **arguments)
         try:
             await comm.write({"op": "identity", "reply": True})
             return await comm.read()
@@ -237,19 +245,27 @@ def _probe(address: str, timeout: float, security: distributed.Security, variabl
 
     def run() -> None:
         try:
-            outcome.append(
-                asyncio.run(asyncio.wait_for(ask(), max(deadline - time.monotonic(), 0.1)))
-            )
+            outcome.append(asyncio.run(asyncio.wait_for(ask(), timeout + _ANSWER_MARGIN_S)))
         except BaseException as exc:  # reported on the calling thread
             outcome.append(exc)
 
     helper = threading.Thread(target=run, name="conveyor-dask connect probe", daemon=True)
     helper.start()
-    helper.join(max(deadline - time.monotonic(), 0) + 5.0)  # the loop's own bound ends it first
-    if not outcome or isinstance(outcome[0], (TimeoutError, asyncio.TimeoutError)):
-        detail = f"it accepted a connection but gave no Dask handshake within {timeout:g} s"
+    helper.join(max(deadline - time.monotonic(), 0) + _ANSWER_MARGIN_S + 5.0)  # ends first
+    reply = outcome[0] if outcome else TimeoutError()
+    if type(reply) is OSError:  # Dask's connect gave up: nothing accepted the connection
+        raise scheduler_gone("connect", address, str(reply)) from reply
+    if isinstance(reply, FatalCommClosedError):  # the TLS handshake refused the certificates
+        raise _credentials(address, f"its TLS handshake failed ({reply})", variable) from reply
+    if isinstance(reply, (TimeoutError, asyncio.TimeoutError)):
+        detail = (
+            f"it accepted a connection but gave no Dask handshake within "
+            f"{timeout + _ANSWER_MARGIN_S:g} s"
+        )
         raise not_a_scheduler(address, detail, variable=variable)
-    reply = outcome[0]
+    if isinstance(reply, CommClosedError) and scheme in ("tls", "wss"):
+        detail = "it closed the connection after the TLS handshake: its CA does not trust ours"
+        raise _credentials(address, detail, variable) from reply
     if isinstance(reply, BaseException):
         text = " ".join(str(reply).split())[:160]
         detail = f"its answer to Dask's handshake was not Dask's: {type(reply).__name__}: {text}"
