@@ -216,9 +216,9 @@ def _probe(address: str, timeout: float, security: distributed.Security, variabl
     import asyncio
     import time
 
-    from distributed.comm.core import CommClosedError, FatalCommClosedError
     from distributed.comm import connect as comm_connect
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import CommClosedError, FatalCommClosedError
     from distributed.comm.registry import get_backend
 
     try:
@@ -437,7 +437,7 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
                 bridge.tell()
             continue
         except CancelledError as exc:  # their data went with a worker (FuturesCancelledError)
-            raise lost(operation, found, _cancelled(exc)) from exc
+            raise lost(operation, found, _cancelled(exc), cancelled=True) from exc
         except OSError as exc:
             raise scheduler_gone(operation, found.address, str(exc)) from exc
         pending = list(done.not_done)
@@ -456,27 +456,41 @@ def _cancelled(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {', '.join(reasons)}" if reasons else type(exc).__name__
 
 
-def lost(operation: str, found: _Session, detail: str) -> RuntimeError:
+def lost(operation: str, found: _Session, detail: str, *, cancelled: bool = False) -> RuntimeError:
     """A worker went away with data the operation needs, and Dask could not recompute it.
 
-    Dask recomputes what it has a recipe for (data read from a file, intermediate results), so
-    what is left is data sent from this process: it was only on that worker, and running the
-    operation again on the same tensors fails the same way.
+    Dask recomputes what it has a recipe for (data read from a file, intermediate results).
+    What it cancels (``cancelled``) is data sent from this process: it was only on that worker,
+    and running the operation again on the same tensors fails the same way. A result reported
+    lost without a cancellation may have been either kind, so both remedies are named.
     """
     workers = found.lost_workers()
     if found.client.status != "running":
         return scheduler_gone(operation, found.address, detail)
     who = f"worker {', '.join(workers)}" if workers else "a worker"
-    msg = (
+    head = (
         f"{operation} on DaskCarrier: the cluster lost {who} and data this operation needs "
-        f"({detail}); nothing was published. Values sent from this process (cv.tensor, cv.move "
-        f"from CPU or Generic) larger than 1 MiB were held only by the worker that received them "
-        f"and cannot be recomputed, so they are lost: running the operation again on these "
-        f"tensors fails the same way. Send the values again (cv.tensor(values, carrier='dask') "
-        f"or cv.move(t, DaskCarrier) from a copy outside the cluster) and run it on the new "
-        f"tensors; to survive a worker's loss, keep the data in a file (cv.move from FileBacked), "
-        f"which Dask can read again"
+        f"({detail}); nothing was published. "
     )
+    resend = (
+        "Send the values again (cv.tensor(values, carrier='dask') or cv.move(t, DaskCarrier) "
+        "from a copy outside the cluster) and run it on the new tensors; to survive a worker's "
+        "loss, keep the data in a file (cv.move from FileBacked), which Dask can read again"
+    )
+    if cancelled:
+        msg = head + (
+            "Values sent from this process (cv.tensor, cv.move from CPU or Generic) larger than "
+            "1 MiB were held only by the worker that received them and cannot be recomputed, so "
+            "they are lost: running the operation again on these tensors fails the same way. "
+            + resend
+        )
+    else:
+        msg = head + (
+            "If its operands hold values sent from this process (cv.tensor, cv.move from CPU or "
+            "Generic, larger than 1 MiB), those were only on that worker and are lost. "
+            + resend
+            + "; data read from a file is read again, so then running the operation again works"
+        )
     return RuntimeError(msg)
 
 
