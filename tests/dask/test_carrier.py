@@ -222,7 +222,7 @@ class TestEmbeddedDefault:
         assert done.returncode == 0, done.stderr
         first, second = done.stdout.splitlines()[:2]
         assert first == "6.0"
-        assert second.startswith("True tcp://127.0.0.1:")
+        assert second.startswith("True tls://127.0.0.1:")  # TLS only: see test_security.py
 
 
 class TestProgress:

@@ -163,3 +163,41 @@ class TestTaskErrors:
         # Nothing published: the operand is untouched and no result carrier survived.
         np.testing.assert_array_equal(x.numpy(), np.arange(4.0))
         assert released == []  # the failure came before any result was allocated
+
+
+def test_values_lost_with_their_worker_say_they_are_lost_and_how_to_send_them_again(
+    fault_cluster: Any,
+) -> None:
+    """Values sent from this process live only on the worker that received them: once it is
+    killed, an operation on them is a RuntimeError saying the data is lost and to send it again
+    (not to run the operation again, which fails the same way); sending again works."""
+    import distributed
+
+    rng = np.random.default_rng(5)
+    values = rng.standard_normal((1024, 2048))  # 16 MiB: scattered, in 32 chunks of 512 KiB
+    x = cv.move(cv.tensor(values, carrier="cpu"), DaskCarrier)
+    assert F.reduce_sum(x).item() == pytest.approx(float(values.sum()), rel=1e-9)
+
+    chunks = distributed.futures_of(cv.storage_handle(x.carrier).base)
+    holders = sorted({w for ws in fault_cluster.who_has(chunks).values() for w in ws})
+    pids: dict[str, int] = fault_cluster.run(os.getpid)
+    victim = holders[0]
+    os.kill(pids[victim], signal.SIGKILL)
+    deadline = time.monotonic() + _DEADLINE_S
+    while victim in fault_cluster.scheduler_info()["workers"]:  # the scheduler notices
+        assert time.monotonic() < deadline, "the scheduler never noticed the killed worker"
+        time.sleep(0.1)
+    fault_cluster.wait_for_workers(2, timeout=_DEADLINE_S)  # its nanny starts a new one
+
+    with pytest.raises(RuntimeError) as error:
+        F.add(x, 1.0).numpy()
+    message = str(error.value)
+    assert message.startswith(f"add on DaskCarrier: the cluster lost worker {victim} "), message
+    assert "nothing was published" in message and "so they are lost" in message
+    assert "Send the values again (cv.tensor(values, carrier='dask')" in message
+    assert "run the operation again" not in message
+    with pytest.raises(RuntimeError, match=r"running the operation again on these tensors fails"):
+        F.add(x, 1.0).numpy()  # as the message says
+
+    y = cv.tensor(values, carrier="dask")  # the advice works
+    np.testing.assert_array_equal(F.add(y, 1.0).numpy(), values + 1.0)

@@ -2,15 +2,21 @@
 
 Selected with ``CONVEYOR_DASK_SCHEDULER``, the cluster computes like the embedded one; when its
 scheduler goes away, the next operation fails with RuntimeError naming the address and saying
-how to reconnect. Every process the test starts is killed at the end.
+how to reconnect. Every process the test starts is killed at the end. An address where no Dask
+scheduler answers (an HTTP server, a server sending garbage, no port) is a RuntimeError naming
+it, from real servers on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import shutil
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,3 +124,103 @@ def test_connect_refuses_an_empty_address() -> None:
     """An empty address is a ValueError that shows the expected form."""
     with pytest.raises(ValueError, match=r"tcp://127.0.0.1:8786"):
         DaskCarrier.connect("")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Garbage(socketserver.BaseRequestHandler):
+    """Answers every connection with bytes that are no Dask frame."""
+
+    def handle(self) -> None:
+        with contextlib.suppress(OSError):
+            self.request.sendall(b"\xff\xfe\xfd not dask \x00\x01\x02\x03" * 64)
+            self.request.recv(1 << 16)
+
+
+@pytest.fixture
+def not_a_scheduler(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The address of something that is not a Dask scheduler, running on 127.0.0.1."""
+    if request.param == "no port":
+        yield "tcp://127.0.0.1"
+        return
+    if request.param == "http":
+        server: socketserver.TCPServer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+    else:
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Garbage)
+        server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
+
+
+def _bounded(work: Any) -> BaseException:
+    """What ``work()`` raised, waiting at most two minutes (before the probe it could hang)."""
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(AssertionError("no error"))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert outcome, "the attempt did not end within two minutes"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("not_a_scheduler", ["http", "garbage", "no port"], indirect=True)
+def test_scheduler_variable_naming_a_non_scheduler_is_a_runtime_error(
+    not_a_scheduler: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CONVEYOR_DASK_SCHEDULER`` at an HTTP server, at a server sending garbage, or without a
+    port: RuntimeError naming the address and the variable (not MemoryError or ValueError from
+    Dask's frame reader), and no session or Dask client is left behind."""
+    import distributed.client
+
+    address = not_a_scheduler
+    monkeypatch.setattr(_cluster, "_CONNECT_TIMEOUT_S", 3.0)  # a bound on the HTTP server's wait
+    monkeypatch.setenv(_cluster.SCHEDULER_VARIABLE, address)
+    _cluster.close()  # the next use reads the variable; ``reconnect`` restores the session
+    clients = dict(distributed.client._global_clients)
+    error = _bounded(lambda: cv.tensor(np.arange(3.0), carrier="dask"))
+    assert isinstance(error, RuntimeError), repr(error)
+    message = str(error)
+    assert message.startswith(
+        f"connect on DaskCarrier: {_cluster.SCHEDULER_VARIABLE}={address!r} is not a Dask "
+        "scheduler ("
+    ), message
+    assert "unset it to use the embedded cluster" in message
+    assert _cluster.active_session() is None
+    assert dict(distributed.client._global_clients) == clients
+
+
+@pytest.mark.parametrize("not_a_scheduler", ["http", "garbage", "no port"], indirect=True)
+def test_connect_to_a_non_scheduler_is_a_runtime_error_and_keeps_the_session(
+    not_a_scheduler: str, cluster: Any
+) -> None:
+    """``DaskCarrier.connect`` to the same addresses: RuntimeError naming the address and the
+    form ``CONVEYOR_DASK_SCHEDULER`` takes, and the cluster in use stays in use."""
+    address = not_a_scheduler
+    before = _cluster.active_session()
+    error = _bounded(lambda: DaskCarrier.connect(address, timeout=3.0))
+    assert isinstance(error, RuntimeError), repr(error)
+    message = str(error)
+    assert message.startswith(
+        f"connect on DaskCarrier: the address {address!r} given to DaskCarrier.connect is not "
+        "a Dask scheduler ("
+    ), message
+    assert _cluster.SCHEDULER_VARIABLE in message
+    assert _cluster.active_session() is before
+    np.testing.assert_array_equal(cv.tensor(np.arange(3.0), carrier="dask").numpy(), [0, 1, 2])

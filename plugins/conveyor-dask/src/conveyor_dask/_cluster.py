@@ -1,10 +1,14 @@
 """The cluster a DaskCarrier computes on: one process-wide ``distributed.Client``.
 
 With no configuration the first use starts an embedded ``LocalCluster`` on 127.0.0.1 (worker
-processes, one per core, one thread each) and closes it at interpreter exit.
+processes, one per core, one thread each) and closes it at interpreter exit. It speaks only TLS,
+with a certificate made for this process alone (``_tls``) that every side must present, so no
+other process can connect to it and run code in its workers.
 ``CONVEYOR_DASK_SCHEDULER=tcp://host:port`` or ``DaskCarrier.connect(address)`` attaches to a
 running scheduler instead (one started by ``dask scheduler`` / ``dask worker``, for instance);
-Conveyor never closes a cluster it did not start. Failures of the cluster itself (a scheduler
+Conveyor never closes a cluster it did not start. Before a client is made for such an address,
+a bounded probe checks that a Dask scheduler answers there, so a wrong address is a
+``RuntimeError`` naming it within the connect timeout. Failures of the cluster itself (a scheduler
 that went away, a worker lost mid-computation) become ``RuntimeError`` messages that say what
 happened and what to do, so callers never see a half-computed or wrong result.
 """
@@ -40,17 +44,30 @@ _MIN_CHUNK: Final = 1 << 20
 _MAX_CHUNK: Final = 128 << 20
 # How long a wait sleeps between checks that the scheduler is still there.
 _POLL_S: Final = 0.5
+# How long connecting to a scheduler named by CONVEYOR_DASK_SCHEDULER may take, in seconds.
+_CONNECT_TIMEOUT_S = 10.0
+# An example address for messages.
+_EXAMPLE: Final = "tcp://127.0.0.1:8786"
 
 
 class _Session:
     """A connected client, the address it reached, and the cluster Conveyor owns (if any)."""
 
-    __slots__ = ("_memory", "_threads", "address", "client", "cluster", "workers")
+    __slots__ = ("_memory", "_threads", "address", "client", "cluster", "security", "workers")
 
-    def __init__(self, client: distributed.Client, cluster: Any, address: str) -> None:
+    def __init__(
+        self,
+        client: distributed.Client,
+        cluster: Any,
+        address: str,
+        security: distributed.Security | None = None,
+    ) -> None:
         self.client = client
         self.cluster = cluster
         self.address = address
+        # The credentials the client connected with: the embedded cluster's own, the ones given
+        # to connect, or those of Dask's configuration.
+        self.security = security
         info = client.scheduler_info()
         self.workers: set[str] = set(info["workers"])
         memory = [w.get("memory_limit") or 0 for w in info["workers"].values()]
@@ -123,31 +140,181 @@ def scheduler_gone(operation: str, address: str, detail: str) -> RuntimeError:
     return RuntimeError(msg)
 
 
-def _client(address: str, timeout: float = 10.0) -> distributed.Client:
+def not_a_scheduler(address: str, detail: str, *, variable: bool) -> RuntimeError:
+    """The error for an address where no Dask scheduler answers as one."""
+    where = _where(address, variable)
+    if variable:
+        fix = (
+            f"set {SCHEDULER_VARIABLE} to the address `dask scheduler` prints (such as "
+            f"{_EXAMPLE!r}), or unset it to use the embedded cluster"
+        )
+    else:
+        fix = (
+            f"pass the address `dask scheduler` prints, such as {_EXAMPLE!r} (the form "
+            f"{SCHEDULER_VARIABLE} takes too)"
+        )
+    msg = f"connect on DaskCarrier: {where} is not a Dask scheduler ({detail}); {fix}"
+    return RuntimeError(msg)
+
+
+def _resolve_security(address: str, security: Any) -> distributed.Security:
+    """What ``distributed.Client`` would use: the argument, the configured loader, the config."""
+    import dask
     import distributed
 
+    if security is None:
+        loader = dask.config.get("distributed.client.security-loader", None)
+        if loader:
+            from dask.utils import import_term
+
+            security = import_term(loader)({"address": address})
+    if security is None:
+        security = distributed.Security()  # reads distributed.comm.tls.* from Dask's config
+    if not isinstance(security, distributed.Security):
+        msg = (
+            f"connect on DaskCarrier: security must be a distributed.Security, got "
+            f"{type(security).__name__}; build one with distributed.Security(tls_ca_file=..., "
+            f"tls_client_cert=..., tls_client_key=...)"
+        )
+        raise TypeError(msg)
+    found: distributed.Security = security
+    return found
+
+
+def _where(address: str, variable: bool) -> str:
+    if variable:
+        return f"{SCHEDULER_VARIABLE}={address!r}"
+    return f"the address {address!r} given to DaskCarrier.connect"
+
+
+def _credentials(address: str, detail: str, variable: bool) -> RuntimeError:
+    msg = (
+        f"connect on DaskCarrier: {_where(address, variable)} is a TLS scheduler address, but "
+        f"{detail}; pass security=distributed.Security(tls_ca_file=..., tls_client_cert=..., "
+        f"tls_client_key=...) to DaskCarrier.connect, or give the same files through Dask's "
+        f"configuration (distributed.comm.tls.ca-file, distributed.comm.tls.client.cert, "
+        f"distributed.comm.tls.client.key; as variables DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+        f"DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)"
+    )
+    return RuntimeError(msg)
+
+
+# Past the connect timeout, how long the probe still waits for the handshake's answer, so a
+# port where nothing listens is told apart from a server that accepts and never answers.
+_ANSWER_MARGIN_S: Final = 1.0
+
+
+def _probe(address: str, timeout: float, security: distributed.Security, variable: bool) -> None:
+    """Refuse ``address`` unless a Dask scheduler answers there within about ``timeout`` s.
+
+    ``distributed.Client`` waits for the other side's handshake without a limit and reads any
+    bytes it gets as a Dask frame (an HTTP server's reply becomes an exabyte allocation), so
+    this asks first, on a private event loop in a helper thread (the caller may be inside a
+    running loop, as in Jupyter): Dask's own connection (retried until ``timeout``), its
+    handshake and an ``identity`` request, bounded together.
+    """
+    import asyncio
+    import time
+
+    from distributed.comm import connect as comm_connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import CommClosedError, FatalCommClosedError
+    from distributed.comm.registry import get_backend
+
     try:
-        return distributed.Client(address, timeout=timeout, set_as_default=False)
+        scheme, location = parse_address(address)
+        get_backend(scheme)  # an unknown scheme is a ValueError naming the known ones
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            parse_host_port(location)  # "missing port number"
+        arguments = security.get_connection_args("client")
+    except (ValueError, TypeError) as exc:
+        raise not_a_scheduler(address, str(exc), variable=variable) from exc
+    if scheme in ("tls", "wss") and arguments.get("ssl_context") is None:
+        raise _credentials(address, "no TLS credentials were given", variable)
+    deadline = time.monotonic() + timeout
+
+    async def ask() -> Any:
+        comm = await comm_connect(address, timeout=timeout, **arguments)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(asyncio.run(asyncio.wait_for(ask(), timeout + _ANSWER_MARGIN_S)))
+        except BaseException as exc:  # reported on the calling thread
+            outcome.append(exc)
+
+    helper = threading.Thread(target=run, name="conveyor-dask connect probe", daemon=True)
+    helper.start()
+    helper.join(max(deadline - time.monotonic(), 0) + _ANSWER_MARGIN_S + 5.0)  # ends first
+    reply = outcome[0] if outcome else TimeoutError()
+    if type(reply) is OSError:  # Dask's connect gave up: nothing accepted the connection
+        raise scheduler_gone("connect", address, str(reply)) from reply
+    if isinstance(reply, FatalCommClosedError):  # the TLS handshake refused the certificates
+        raise _credentials(address, f"its TLS handshake failed ({reply})", variable) from reply
+    if isinstance(reply, (TimeoutError, asyncio.TimeoutError)):
+        detail = (
+            f"it accepted a connection but gave no Dask handshake within "
+            f"{timeout + _ANSWER_MARGIN_S:g} s"
+        )
+        raise not_a_scheduler(address, detail, variable=variable)
+    if isinstance(reply, CommClosedError) and scheme in ("tls", "wss"):
+        detail = "it closed the connection after the TLS handshake: its CA does not trust ours"
+        raise _credentials(address, detail, variable) from reply
+    if isinstance(reply, BaseException):
+        text = " ".join(str(reply).split())[:160]
+        detail = f"its answer to Dask's handshake was not Dask's: {type(reply).__name__}: {text}"
+        raise not_a_scheduler(address, detail, variable=variable) from reply
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        detail = f"it answered as a Dask {kind}" if kind else f"it answered {reply!r:.80}"
+        raise not_a_scheduler(address, detail, variable=variable)
+
+
+def _client(
+    address: str, timeout: float, security: Any = None, *, variable: bool = False
+) -> tuple[distributed.Client, distributed.Security]:
+    import distributed
+
+    found = _resolve_security(address, security)
+    _probe(address, timeout, found, variable)
+    try:
+        client = distributed.Client(address, timeout=timeout, security=found, set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise scheduler_gone("connect", address, str(exc) or type(exc).__name__) from exc
+    return client, found
 
 
 def _embedded() -> _Session:
-    """A LocalCluster on loopback: worker processes, one per core, one thread each."""
+    """A LocalCluster on loopback: worker processes, one per core, one thread each.
+
+    Every connection is TLS with this process's own certificate, required both ways, so only
+    this process (and the workers it starts) can connect.
+    """
     import distributed
 
+    from conveyor_dask import _tls
+
+    security = _tls.security()
     cluster = distributed.LocalCluster(
         n_workers=os.cpu_count() or 1,
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
+        protocol="tls://",
+        security=security,
         dashboard_address="127.0.0.1:0",
     )
-    client = distributed.Client(cluster, set_as_default=False)
+    client = distributed.Client(cluster, security=security, set_as_default=False)
     # Registered after distributed's own exit handlers (atexit runs the latest first), so the
     # cluster is closed here, quietly, before distributed tears it down with warnings.
     atexit.register(close)
-    return _Session(client, cluster, cluster.scheduler_address)
+    return _Session(client, cluster, cluster.scheduler_address, security)
 
 
 def session() -> _Session:
@@ -159,7 +326,11 @@ def session() -> _Session:
     with _lock:
         if _current is None:
             address = os.environ.get(SCHEDULER_VARIABLE, "").strip()
-            _current = _Session(_client(address), None, address) if address else _embedded()
+            if address:
+                client, security = _client(address, _CONNECT_TIMEOUT_S, variable=True)
+                _current = _Session(client, None, address, security)
+            else:
+                _current = _embedded()
         return _current
 
 
@@ -168,8 +339,12 @@ def active_session() -> _Session | None:
     return _current
 
 
-def connect(address: str, timeout: float = 10.0) -> _Session:
-    """Use the scheduler at ``address`` from now on; an embedded cluster we started closes."""
+def connect(address: str, timeout: float = 10.0, security: Any = None) -> _Session:
+    """Use the scheduler at ``address`` from now on; an embedded cluster we started closes.
+
+    ``security`` (a ``distributed.Security``) holds the TLS credentials for a ``tls://``
+    scheduler; without it Dask's configuration (``distributed.comm.tls.*``) applies.
+    """
     global _current
     if not isinstance(address, str) or not address.strip():
         msg = (
@@ -177,7 +352,8 @@ def connect(address: str, timeout: float = 10.0) -> _Session:
             f"'tcp://127.0.0.1:8786', got {address!r}"
         )
         raise ValueError(msg)
-    fresh = _Session(_client(address, timeout), None, address)
+    client, found = _client(address, timeout, security)
+    fresh = _Session(client, None, address, found)
     with _lock:
         old, _current = _current, fresh
     if old is not None:
@@ -261,7 +437,7 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
                 bridge.tell()
             continue
         except CancelledError as exc:  # their data went with a worker (FuturesCancelledError)
-            raise lost(operation, found, type(exc).__name__) from exc
+            raise lost(operation, found, _cancelled(exc), cancelled=True) from exc
         except OSError as exc:
             raise scheduler_gone(operation, found.address, str(exc)) from exc
         pending = list(done.not_done)
@@ -274,14 +450,59 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
         bridge.tell(finished=True)
 
 
-def lost(operation: str, found: _Session, detail: str) -> RuntimeError:
+def _cancelled(exc: BaseException) -> str:
+    groups = getattr(exc, "error_groups", None) or []
+    reasons = sorted({str(getattr(group, "reason", "")) for group in groups} - {""})
+    return f"{type(exc).__name__}: {', '.join(reasons)}" if reasons else type(exc).__name__
+
+
+def lost(operation: str, found: _Session, detail: str, *, cancelled: bool = False) -> RuntimeError:
+    """A worker went away with data the operation needs, and Dask could not recompute it.
+
+    Dask recomputes what it has a recipe for (data read from a file, intermediate results).
+    What it cancels (``cancelled``) is data sent from this process: it was only on that worker,
+    and running the operation again on the same tensors fails the same way. A result reported
+    lost without a cancellation may have been either kind, so both remedies are named.
+    """
     workers = found.lost_workers()
     if found.client.status != "running":
         return scheduler_gone(operation, found.address, detail)
-    who = ", ".join(workers) if workers else "a worker (already replaced)"
+    who = f"worker {', '.join(workers)}" if workers else "a worker"
+    head = (
+        f"{operation} on DaskCarrier: the cluster lost {who} and data this operation needs "
+        f"({detail}); nothing was published. "
+    )
+    resend = (
+        "Send the values again (cv.tensor(values, carrier='dask') or cv.move(t, DaskCarrier) "
+        "from a copy outside the cluster) and run it on the new tensors; to survive a worker's "
+        "loss, keep the data in a file (cv.move from FileBacked), which Dask can read again"
+    )
+    if cancelled:
+        msg = head + (
+            "Values sent from this process (cv.tensor, cv.move from CPU or Generic) larger than "
+            "1 MiB were held only by the worker that received them and cannot be recomputed, so "
+            "they are lost: running the operation again on these tensors fails the same way. "
+            + resend
+        )
+    else:
+        msg = head + (
+            "If its operands hold values sent from this process (cv.tensor, cv.move from CPU or "
+            "Generic, larger than 1 MiB), those were only on that worker and are lost. "
+            + resend
+            + "; data read from a file is read again, so then running the operation again works"
+        )
+    return RuntimeError(msg)
+
+
+def _killed(operation: str, found: _Session, detail: str) -> RuntimeError:
+    found.lost_workers()  # the record of workers moves on
+    if found.client.status != "running":
+        return scheduler_gone(operation, found.address, detail)
     msg = (
-        f"{operation} on DaskCarrier: the cluster lost worker {who} while computing ({detail}); "
-        f"nothing was published; run the operation again"
+        f"{operation} on DaskCarrier: the cluster lost worker after worker while they ran one "
+        f"task ({detail}); nothing was published. A task that ends every worker running it "
+        f"usually needs more memory than a worker has: set {CHUNK_VARIABLE} smaller (e.g. "
+        f"'16MiB') or give the workers more memory, then run the operation again"
     )
     return RuntimeError(msg)
 
@@ -291,7 +512,7 @@ def _task_error(operation: str, future: Any, found: _Session) -> BaseException:
 
     exc = future.exception()
     if isinstance(exc, KilledWorker):
-        error = lost(operation, found, str(exc))
+        error = _killed(operation, found, str(exc))
         error.__cause__ = exc
         return error
     assert isinstance(exc, BaseException)
@@ -310,9 +531,10 @@ def describe(found: _Session) -> dict[str, str]:
 def probe(address: str) -> dict[str, str]:
     """``conveyor doctor``'s lines for a scheduler address, from a short-lived connection."""
     try:
-        found = _Session(_client(address, timeout=3.0), None, address)
+        client, security = _client(address, 3.0, variable=True)
     except RuntimeError as exc:
         return {"scheduler": address, "state": f"unreachable ({exc.__cause__ or exc})"}
+    found = _Session(client, None, address, security)
     try:
         return describe(found)
     finally:

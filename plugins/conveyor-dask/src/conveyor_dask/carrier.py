@@ -11,7 +11,7 @@ too. Results stay on the workers until something reads them (``numpy()``, ``item
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import conveyor as cv
 from conveyor.sdk import enumerate_plans, operation_definition
@@ -34,19 +34,25 @@ class DaskCarrier(cv.Carrier):
     """
 
     @staticmethod
-    def connect(address: str, *, timeout: float = 10.0) -> None:
+    def connect(address: str, *, timeout: float = 10.0, security: Any = None) -> None:
         """Compute on the scheduler at ``address`` (``tcp://host:port``) from now on.
 
-        ``timeout`` bounds, in seconds, how long the first connection may take.
+        ``timeout`` bounds, in seconds, how long the first connection may take. ``security``, a
+        ``distributed.Security``, holds the TLS credentials for a ``tls://`` scheduler; without
+        it Dask's own configuration applies (``distributed.comm.tls.*``, or the
+        ``distributed.client.security-loader`` it names).
 
         Tensors made before keep their old cluster's data only while that cluster lives; an
         embedded cluster Conveyor started is closed.
 
         Raises:
             ValueError: ``address`` is empty or not a string.
-            RuntimeError: no scheduler answers at ``address``.
+            TypeError: ``security`` is not a ``distributed.Security``.
+            RuntimeError: no Dask scheduler answers at ``address`` within ``timeout`` (nothing
+                listens, something else answers, the address has no port, or a TLS scheduler
+                refused the credentials); the cluster in use stays in use.
         """
-        _cluster.connect(address, timeout)
+        _cluster.connect(address, timeout, security)
 
     @staticmethod
     def close() -> None:
