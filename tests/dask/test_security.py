@@ -10,22 +10,19 @@ user starts is reached with ``DaskCarrier.connect(address, security=...)``.
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import subprocess
 import sys
-import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import distributed
 import numpy as np
 import pytest
 
 import conveyor as cv
 from conveyor.engine import functional as F
-from conveyor_dask import DaskCarrier, _cluster, _tls
+from conveyor_dask import DaskCarrier, _cluster
 
 # Run by a separate Python: one connection attempt per way in, each bounded by a thread join
 # (a client can wait on a handshake without a limit), the outcomes as one JSON line. A function
@@ -34,8 +31,6 @@ _INTRUDER = r"""
 import json, os, pathlib, sys, threading
 
 import distributed
-
-from conveyor_dask import _tls
 
 address, folder = sys.argv[1], pathlib.Path(sys.argv[2])
 
@@ -73,7 +68,7 @@ own = distributed.Security(
 report = {
     "plain tcp": attempt("plain-tcp", address.replace("tls://", "tcp://", 1), None),
     "plain": attempt("plain", address, None),
-    "foreign certificate": attempt("foreign", address, _tls.security()),
+    "foreign certificate": attempt("foreign", address, distributed.Security.temporary()),
     "this process's credentials": attempt("own", address, own),
 }
 print(json.dumps(report), flush=True)
@@ -134,9 +129,7 @@ def test_embedded_cluster_runs_nothing_for_another_process_and_computes_for_this
 @pytest.fixture
 def tls_cluster() -> Iterator[tuple[str, Any]]:
     """(address, security) of a one-worker TLS LocalCluster started as a user would."""
-    import distributed
-
-    security = _tls.security()
+    security = distributed.Security.temporary()
     cluster = distributed.LocalCluster(
         n_workers=1,
         threads_per_worker=1,
@@ -171,7 +164,8 @@ def test_connect_with_security_reaches_a_tls_cluster_and_without_it_is_refused(
     assert "distributed.comm.tls.ca-file" in message
     assert _cluster.active_session() is before
     with pytest.raises(RuntimeError, match=r"is a TLS scheduler address, but its TLS handshake"):
-        DaskCarrier.connect(address, timeout=5.0, security=_tls.security())  # not its CA
+        foreign = distributed.Security.temporary()  # a certificate of another authority
+        DaskCarrier.connect(address, timeout=5.0, security=foreign)
     assert _cluster.active_session() is before
 
     DaskCarrier.connect(address, security=security)
@@ -179,56 +173,3 @@ def test_connect_with_security_reaches_a_tls_cluster_and_without_it_is_refused(
     x = cv.tensor(values, carrier="dask")
     assert x.carrier.scheduler_address == address
     np.testing.assert_array_equal(F.mul(x, 2.0).numpy(), values * 2.0)
-
-
-def _handshake(server_pem: tuple[str, str], client_pem: tuple[str, str]) -> str | None:
-    """Mutual TLS between two contexts, each trusting only its own certificate, as Dask sets
-    them up; None when both sides accept, else the first side's error."""
-
-    def context(pem: tuple[str, str], purpose: ssl.Purpose) -> ssl.SSLContext:
-        found = ssl.create_default_context(purpose, cadata=pem[0])
-        with tempfile.TemporaryDirectory() as folder:
-            Path(folder, "c.pem").write_text(pem[0])
-            Path(folder, "k.pem").write_text(pem[1])
-            found.load_cert_chain(Path(folder, "c.pem"), Path(folder, "k.pem"))
-        found.verify_mode = ssl.CERT_REQUIRED
-        found.check_hostname = False
-        return found
-
-    server = context(server_pem, ssl.Purpose.CLIENT_AUTH)
-    client = context(client_pem, ssl.Purpose.SERVER_AUTH)
-    left, right = socket.socketpair()
-    errors: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            with server.wrap_socket(left, server_side=True) as wrapped:
-                wrapped.sendall(wrapped.recv(5))
-        except (OSError, ssl.SSLError) as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        with client.wrap_socket(right) as wrapped:
-            wrapped.sendall(b"hello")
-            assert wrapped.recv(5) == b"hello"
-    except (OSError, ssl.SSLError) as exc:
-        errors.append(exc)
-    finally:
-        right.close()
-    thread.join(timeout=30)
-    left.close()
-    return None if not errors else f"{type(errors[0]).__name__}: {errors[0]}"
-
-
-def test_standard_library_certificate_completes_mutual_tls_and_a_foreign_one_does_not() -> None:
-    """The certificate ``_tls.self_signed`` builds (used when ``cryptography`` is absent) passes
-    OpenSSL's checks as both sides' certificate and authority; another such certificate, made
-    separately, is refused."""
-    ours, theirs = _tls.self_signed(), _tls.self_signed()
-    assert ours != theirs
-    assert _handshake(ours, ours) is None
-    assert _handshake(ours, theirs) is not None
-    assert _handshake(theirs, ours) is not None
-    assert "BEGIN CERTIFICATE" in ours[0] and "BEGIN EC PRIVATE KEY" in ours[1]

@@ -2,7 +2,8 @@
 
 With no configuration the first use starts an embedded ``LocalCluster`` on 127.0.0.1 (worker
 processes, one per core, one thread each) and closes it at interpreter exit. It speaks only TLS,
-with a certificate made for this process alone (``_tls``) that every side must present, so no
+with a certificate made for this process alone (``distributed.Security.temporary()``) that every
+side must present, so no
 other process can connect to it and run code in its workers.
 ``CONVEYOR_DASK_SCHEDULER=tcp://host:port`` or ``DaskCarrier.connect(address)`` attaches to a
 running scheduler instead (one started by ``dask scheduler`` / ``dask worker``, for instance);
@@ -298,9 +299,7 @@ def _embedded() -> _Session:
     """
     import distributed
 
-    from conveyor_dask import _tls
-
-    security = _tls.security()
+    security = distributed.Security.temporary()  # a fresh self-signed certificate, in memory
     cluster = distributed.LocalCluster(
         n_workers=os.cpu_count() or 1,
         threads_per_worker=1,
