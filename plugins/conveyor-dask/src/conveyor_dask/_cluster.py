@@ -3,8 +3,7 @@
 With no configuration the first use starts an embedded ``LocalCluster`` on 127.0.0.1 (worker
 processes, one per core, one thread each) and closes it at interpreter exit. It speaks only TLS,
 with a certificate made for this process alone (``distributed.Security.temporary()``) that every
-side must present, so no
-other process can connect to it and run code in its workers.
+side must present, so no other process can connect to it and run code in its workers.
 ``CONVEYOR_DASK_SCHEDULER=tcp://host:port`` or ``DaskCarrier.connect(address)`` attaches to a
 running scheduler instead (one started by ``dask scheduler`` / ``dask worker``, for instance);
 Conveyor never closes a cluster it did not start. Before a client is made for such an address,
