@@ -442,7 +442,11 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
         for future in done.done:
             if future.status == "error":
                 raise _task_error(operation, future, found)
-            if future.status != "finished":  # cancelled or lost with its worker
+            if future.status == "lost":
+                # Its worker died after it finished: the scheduler recomputes it from inputs
+                # it can still reach, or cancels it (the CancelledError above), so wait on.
+                pending.append(future)
+            elif future.status != "finished":
                 raise lost(operation, found, f"task {future.key!r} was {future.status}")
     if bridge is not None:
         bridge.tell(finished=True)
