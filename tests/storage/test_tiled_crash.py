@@ -55,23 +55,7 @@ CHILD = textwrap.dedent(
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 def test_kill_during_eviction_keeps_committed_tiles(tmp_path: Path) -> None:
     """After SIGKILL mid-eviction, tiles committed before it read back unchanged."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")},
-    )
-    try:
-        assert child.stdout is not None
-        path = child.stdout.readline().strip()
-        assert child.stdout.readline().strip() == "evicting"
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    path = _killed_mid_write(CHILD, tmp_path)
     tile = 1 << 16
     data = np.fromfile(path, dtype="<f4")
     for i in range(3):
