@@ -396,22 +396,44 @@ _SHAPE_RULES: Final[dict[str, _ShapeRule]] = {
 """Names whose results are not the broadcast of their operands; every other planned name is."""
 
 
+_MEMO_MAX = 1024
+
+
 def _planned_resolve(name: str) -> Callable[[BoundCall], ResolvedInvocation]:
     rule = _SHAPE_RULES.get(name, _broadcast)
     differentiable = operation_spec(name).differentiable
 
+    # (plan, options, shape or type per operand) -> (plan, results, saved): the specs are
+    # frozen values of exactly these, so a loop of same-shaped calls resolves each once. Plans
+    # are keyed by identity (their hash is a Python call); the plan kept in the value makes
+    # a reused id miss.
+    memo: dict[tuple[Any, ...], tuple[Any, tuple[ResultSpec, ...], tuple[int, ...]]] = {}
+
     def resolve(call: BoundCall) -> ResolvedInvocation:
-        assert call.plan is not None  # the lifecycle resolves the plan of every planned name
-        shapes = rule(call)
-        results = [
-            ResultSpec(dtype=dtype, shape=shape)
-            for dtype, shape in zip(call.plan.outputs, shapes, strict=True)
-        ]
-        # Every tensor operand is version-checked at backward, as on the definition-free path.
-        saved = (
-            [i for i, x in enumerate(call.operands) if type(x) is Tensor] if differentiable else []
+        plan = call.plan
+        assert plan is not None  # the lifecycle resolves the plan of every planned name
+        key = (
+            id(plan),
+            call.options,
+            *[x._layout.shape if x.__class__ is Tensor else x.__class__ for x in call.operands],
         )
-        return call.resolved(results, saved)
+        found = memo.get(key)
+        if found is None or found[0] is not plan:
+            shapes = rule(call)
+            results = tuple(
+                ResultSpec(dtype=dtype, shape=shape)
+                for dtype, shape in zip(plan.outputs, shapes, strict=True)
+            )
+            # Every tensor operand is version-checked at backward, as on the definition-free path.
+            saved = (
+                tuple(i for i, x in enumerate(call.operands) if type(x) is Tensor)
+                if differentiable
+                else ()
+            )
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            found = memo[key] = (plan, results, saved)
+        return call.resolved(found[1], found[2])
 
     resolve.__name__ = resolve.__qualname__ = f"resolve_{name}"
     return resolve

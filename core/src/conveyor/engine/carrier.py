@@ -371,11 +371,15 @@ class Carrier:
         """The class every ``_dispatch_op(operation_name)`` of this exact class instantiates.
 
         A definition-free class whose hook always returns ``table[name]()`` names that table in
-        its own ``_dispatch_classes``; public calls may then build the fresh operation themselves
-        (same class, same stamps) and cache the rest of the dispatch. ``None``: always ask.
+        its own ``_dispatch_classes``; a definition-backed class makes its definition's operation
+        class. Public calls may then build the fresh operation themselves (same class, same
+        stamps, same ``_fresh_state``) and cache the rest of the dispatch. ``None``: always ask.
         """
+        definition = _carrier_definition(cls)
+        if definition is not None:
+            return _bound_definition_class(definition, operation_name)
         table = cls.__dict__.get("_dispatch_classes")
-        if table is None or _carrier_definition(cls) is not None:
+        if table is None:
             return None
         op_cls: type[Operation] | None = table.get(operation_name)
         if op_cls is None or op_cls.__init__ is not Operation.__init__:
@@ -518,6 +522,9 @@ def is_closed_carrier(cls: type) -> bool:
 # once the class exists.
 from conveyor.engine.carrier_registry import carrier_definition as _carrier_definition  # noqa: E402
 from conveyor.engine.carrier_registry import carrier_facet as _carrier_facet  # noqa: E402
+from conveyor.engine.definition_dispatch import (  # noqa: E402
+    bound_definition_class as _bound_definition_class,
+)
 from conveyor.engine.definition_dispatch import (  # noqa: E402
     dispatch_definition as _dispatch_definition,
 )

@@ -208,10 +208,13 @@ class _Sealed:
         "composite_names",
         "planned",
         "ruled",
+        "storage",
         "unplanned",
     )
 
     def __init__(self, cls: type, definition: CarrierDefinition, packs: list[KernelPack]) -> None:
+        storage = definition.storage
+        self.storage = storage if isinstance(storage, StorageProvider) else None
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
@@ -535,6 +538,11 @@ def adopt_storage(cls: type[Carrier], handle: Any, size: int, dtype: DType) -> A
     carrier_definition(cls)
     _storage_of(cls, "adopt_storage")
     _sealed(cls, _DEFINITIONS[cls])  # type: ignore[arg-type]  # checked by _storage_of
+    return _adopted(cls, handle, size, dtype)
+
+
+def _adopted(cls: type[Carrier], handle: Any, size: int, dtype: DType) -> Any:
+    """A new ``cls`` over ``handle``, once ``cls`` is known to be a sealed storage class."""
     carrier = cls()
     carrier._cv_storage_handle = handle  # type: ignore[attr-defined]  # framework-owned slot
     carrier._cv_storage_size = size  # type: ignore[attr-defined]
@@ -550,7 +558,10 @@ def _allocate(cls: type[Carrier], /, size: int, dtype: DType, **options: Any) ->
             f"choose another dtype or carrier"
         )
         raise TypeError(msg)
-    return adopt_storage(cls, storage.allocate(size, dtype, **options), size, dtype)
+    handle = storage.allocate(size, dtype, **options)
+    if cls not in _SEALED:
+        return adopt_storage(cls, handle, size, dtype)
+    return _adopted(cls, handle, size, dtype)
 
 
 def _storage_size(self: Any) -> int:
@@ -588,6 +599,7 @@ def _import(self: Any, layout: Layout, values: Any) -> None:
 
 
 def _release(self: Any) -> None:
+    self.__dict__.pop("_cv_read_view", None)  # a kernel's kept view of the storage goes too
     _storage_of(type(self), "_release").release(_handle(self, "_release"))
 
 

@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from conveyor.engine.carrier_registry import CarrierDefinition, _Sealed, _sealed, carrier_definition
+from conveyor.engine.carrier_registry import (
+    CarrierDefinition,
+    _Sealed,
+    _sealed,
+    carrier_definition,
+    storage_handle,
+)
 from conveyor.engine.operation import Operation
 from conveyor.engine.operation_definitions import (
-    BoundCall,
     OperationDefinition,
     ResolvedInvocation,
     _NonDifferentiable,
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
 
 from conveyor.engine.carrier import storage_only_refusal
 
-__all__ = ["DefinitionOperation", "dispatch_definition"]
+__all__ = ["DefinitionOperation", "bound_definition_class", "dispatch_definition"]
 
 
 class DefinitionOperation(Operation):
@@ -54,6 +59,9 @@ class DefinitionOperation(Operation):
 
     invocation: ResolvedInvocation | None = None
     _ran_kernel: bool = False  # kernels read saved inputs as they are; composites may lower
+    # The kernel pattern of this dispatch's plan: sealed tables never change, so the bound fast
+    # path hands the first call's pattern to every later one (``_fresh_state``).
+    _bound_pattern: KernelPattern | None = None
     _in_vjp: bool = False
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
@@ -72,6 +80,12 @@ class DefinitionOperation(Operation):
             inputs, options, unexpected, attach and self.definition.differentiable
         )
 
+    def _fresh_state(self) -> tuple[dict[str, Any], bool]:
+        state = {"definition": self.definition, "_table": self._table}
+        if self._bound_pattern is not None:
+            state["_bound_pattern"] = self._bound_pattern
+        return state, self.definition.differentiable
+
     def _save(self, inputs: tuple[Any, ...]) -> None:
         super()._save(inputs)
         # Only operands the VJP reads are version-checked; set again once resolved.
@@ -83,8 +97,7 @@ class DefinitionOperation(Operation):
         assert carrier is not None  # dispatched
         cls = type(carrier)
         definition = self.definition
-        call = definition.bind(cls, inputs, options)
-        call = BoundCall(call.operation, call.operands, call.options, self.plan, carrier=cls)
+        call = definition.bind(cls, inputs, options, self.plan)
         invocation = definition.resolve(call)
         if not isinstance(invocation, ResolvedInvocation) or (
             invocation.operands is not inputs
@@ -104,8 +117,9 @@ class DefinitionOperation(Operation):
                 for i in invocation.saved
                 if type(inputs[i]) is Tensor
             )
-        pattern = self._pattern(invocation)
+        pattern = self._bound_pattern or self._pattern(invocation)
         if pattern is not None:
+            self._bound_pattern = pattern
             self._ran_kernel = True
             return self._run_kernel(carrier, pattern, invocation)
         if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
@@ -120,7 +134,7 @@ class DefinitionOperation(Operation):
     def _run_kernel(
         self, carrier: Carrier, pattern: KernelPattern, invocation: ResolvedInvocation
     ) -> Any:
-        context = KernelExecutionInterface(carrier, invocation)
+        context = KernelExecutionInterface(carrier, invocation, self._table.storage, storage_handle)
         try:
             result = pattern.kernel(context)
             return _publish(invocation, type(carrier), result, (type(carrier),))
@@ -207,17 +221,18 @@ def _publish(
     outputs, specs = result.outputs, invocation.results
     if len(outputs) != len(specs):
         raise broken(f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}")
-    inputs = {id(x._carrier) for x in invocation.operands if type(x) is Tensor}
+    operands = invocation.operands
     seen: set[int] = set()
     for i, (out, spec) in enumerate(zip(outputs, specs, strict=True)):
         if type(out) is not Tensor:
             raise broken(f"result {i} is {type(out).__name__}, not a Tensor")
-        if out.dtype is not spec.dtype:
-            raise broken(f"result {i} has dtype {out.dtype.name}, expected {spec.dtype.name}")
-        if out.shape != spec.shape:
-            raise broken(f"result {i} has shape {out.shape}, expected {spec.shape}")
-        if out.layout != spec.layout:
-            raise broken(f"result {i} has layout {out.layout!r}, expected {spec.layout!r}")
+        layout = out._layout
+        if out._dtype is not spec.dtype:
+            raise broken(f"result {i} has dtype {out._dtype.name}, expected {spec.dtype.name}")
+        if layout.shape != spec.shape:
+            raise broken(f"result {i} has shape {layout.shape}, expected {spec.shape}")
+        if layout is not spec.layout and layout != spec.layout:
+            raise broken(f"result {i} has layout {layout!r}, expected {spec.layout!r}")
         if spec.alias is not None:
             if out._carrier is not invocation.operands[spec.alias]._carrier:
                 raise broken(f"result {i} must alias operand {spec.alias}, it does not")
@@ -225,9 +240,13 @@ def _publish(
         if type(out._carrier) not in result_carriers:
             expected = " or ".join(c.__name__ for c in result_carriers)
             raise broken(f"result {i} lives on {type(out._carrier).__name__}, expected {expected}")
-        if id(out._carrier) in inputs or id(out._carrier) in seen:
+        carrier = out._carrier
+        for x in operands:  # a loop, not a set of ids: this runs on every call
+            if x.__class__ is Tensor and x._carrier is carrier:
+                raise broken(f"result {i} aliases an operand or another result; it must be fresh")
+        if id(carrier) in seen:
             raise broken(f"result {i} aliases an operand or another result; it must be fresh")
-        seen.add(id(out._carrier))
+        seen.add(id(carrier))
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -247,6 +266,15 @@ def _span_view(carrier: Carrier, invocation: ResolvedInvocation) -> ProviderResu
     name = invocation.operation
     options = invocation.options or OperationExecutionOptions(name)
     return ProviderResult(view_result(name, x, options, contiguous_copy))
+
+
+def bound_definition_class(definition: CarrierDefinition, operation_name: str) -> type | None:
+    """The operation class every dispatch of ``operation_name`` by a definition-backed class
+    makes, for the bound fast path; ``None`` for view names and storage-only definitions, whose
+    dispatch is always asked."""
+    if operation_name in VIEW_OPERATIONS or definition.is_storage_only:
+        return None
+    return definition.operation_class or DefinitionOperation
 
 
 def dispatch_definition(

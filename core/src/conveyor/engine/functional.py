@@ -140,14 +140,15 @@ def _carrier_of(name: str, operands: tuple[Any, ...]) -> Carrier:
 
 # -- the bound fast path --------------------------------------------------------------------
 #
-# A bound record is (operation class, accepted plan or None, differentiable), cached per exact
+# A bound record is (operation class, accepted plan or None, differentiable, the operation's
+# ``_fresh_state`` attributes: a definition-backed class's definition), cached per exact
 # carrier class, operand signature (dtype per tensor, Python type per other operand) and
 # accumulator. It is stored only after a full dispatch of that signature succeeded, so its plan
 # passed the capability gate; capability sets are sealed, so the verdict cannot change. A call
 # that hits it makes the same fresh, stamped operation ``dispatch_op`` would (the carrier names
 # the class its hook returns for the name, in ``_dispatch_classes``) with the accepted plan,
 # and hands it to ``run_forward``, the part of ``Operation.forward`` after the preflight.
-_Bound = tuple[type[Operation], OperationPlan | None, bool]
+_Bound = tuple[type[Operation], OperationPlan | None, bool, dict[str, Any]]
 _BOUND_MAX = 4096
 _new = object.__new__
 # Option value types whose equality implies the same validated value (floats are not: -0.0).
@@ -170,7 +171,9 @@ def _bind(
         if len(records) >= _BOUND_MAX:
             records.clear()
         spec = _SPECS.get(name)
-        records[key] = (op_cls, op.plan, spec is None or spec.differentiable)
+        state, differentiable = op._fresh_state()
+        differentiable = differentiable and (spec is None or spec.differentiable)
+        records[key] = (op_cls, op.plan, differentiable, state)
     return result
 
 
@@ -286,9 +289,10 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
         record = records.get(signature)
         if record is None or profiling.active:
             return _bind(records, signature, name, carrier, operands, options)
-        op_cls, plan, differentiable = record
+        op_cls, plan, differentiable, state = record
         op = _new(op_cls)
         op.__dict__ = {
+            **state,
             "_operation_name": name,
             "_dispatch_carrier_class": carrier.__class__,
             "_dispatch_carrier": carrier,

@@ -225,6 +225,11 @@ class Operation:
         carrier.require_operation_plan(plan)
         return plan
 
+    def _fresh_state(self) -> tuple[dict[str, Any], bool]:
+        """What a fresh operation of this dispatch holds besides its stamps, and whether its
+        calls may become autograd nodes: the bound fast path builds its copies from these."""
+        return {}, True
+
     def _save(self, inputs: tuple[Any, ...]) -> None:
         # One loop, no comprehension (each is a Python call): this runs on every tracked call.
         tensors: tuple[Tensor, ...] = ()

@@ -187,8 +187,15 @@ class OperationDefinition:
     def __call__(self, *operands: Any) -> Any:
         return call(self.name, operands, {})
 
-    def bind(self, carrier_class: type, operands: tuple[Any, ...], options: Any) -> BoundCall:
-        """Check the operands against the roles (count, kind, carrier) and bind them.
+    def bind(
+        self,
+        carrier_class: type,
+        operands: tuple[Any, ...],
+        options: Any,
+        plan: OperationPlan | None = None,
+    ) -> BoundCall:
+        """Check the operands against the roles (count, kind, carrier) and bind them with the
+        accepted ``plan`` (``None`` before planning, and for unplanned names).
 
         Raises:
             TypeError: wrong operand count, an operand of the wrong kind, or a tensor on another
@@ -215,7 +222,7 @@ class OperationDefinition:
             ):
                 msg = f"{where}: operand {role} must be a Tensor, got {x!r} ({type(x).__name__})"
                 raise TypeError(msg)
-        return BoundCall(self.name, operands, options, None, carrier=carrier_class)
+        return BoundCall(self.name, operands, options, plan, carrier=carrier_class)
 
 
 _OPERATIONS: dict[str, OperationDefinition] = {}

@@ -105,6 +105,22 @@ class StorageProvider:
         """Whether writes are allowed (default: yes)."""
         return True
 
+    def flat_array(self, handle: Any, dtype: DType) -> np.ndarray[Any, Any] | None:
+        """The one-dimensional NumPy array the slots of ``handle`` live in, without a copy, or
+        ``None`` when the storage is not NumPy-addressable (default: the handle itself when it
+        is such an array, else a view of its DLPack export, else ``None``).
+
+        It is what ``KernelExecutionInterface.arrays`` and ``array`` build their views on.
+        """
+        import numpy as np
+
+        if type(handle) is np.ndarray and handle.ndim == 1:
+            return handle
+        if hasattr(handle, "__dlpack__"):
+            flat: np.ndarray[Any, Any] = np.from_dlpack(handle).reshape(-1)
+            return flat
+        return None
+
     def export_span(self, handle: Any, layout: Layout, dtype: DType) -> np.ndarray[Any, Any]:
         """The slots under ``layout`` as a NumPy array (a copy or a read-only view)."""
         import numpy as np
@@ -280,12 +296,21 @@ class KernelExecutionInterface:
     them when the kernel fails or breaks its contract. One instance serves exactly one call.
     """
 
-    __slots__ = ("_allocated", "carrier", "invocation")
+    __slots__ = ("_allocated", "_handle", "_storage", "carrier", "invocation")
 
-    def __init__(self, carrier: Carrier, invocation: ResolvedInvocation) -> None:
+    def __init__(
+        self,
+        carrier: Carrier,
+        invocation: ResolvedInvocation,
+        storage: StorageProvider | None = None,
+        handle: Callable[[Carrier], Any] | None = None,
+    ) -> None:
         self.carrier = carrier
         self.invocation = invocation
         self._allocated: list[Carrier] = []
+        # The dispatch class's storage provider and handle accessor, for the array views.
+        self._storage = storage
+        self._handle = handle
 
     def __repr__(self) -> str:
         where = f"{self.invocation.operation} on {type(self.carrier).__name__}"
@@ -295,6 +320,38 @@ class KernelExecutionInterface:
     def operands(self) -> tuple[Any, ...]:
         """The bound positional operands (Tensors, Python scalars, ``None``)."""
         return self.invocation.operands
+
+    def arrays(self, *, contiguous: bool = False) -> tuple[Any, ...]:
+        """The operands as NumPy arrays over their storage, without a copy.
+
+        Each tensor operand is a read-only view with its layout (shape, strides, offset)
+        applied; Python scalars and ``None`` come as given. ``contiguous=True`` copies the
+        operands that are not C-contiguous (a kernel that indexes flat memory asks for it).
+
+        Raises:
+            NotImplementedError: the storage provider's ``flat_array`` gives no array.
+        """
+        out = []
+        for x in self.invocation.operands:
+            if x.__class__ is Tensor:
+                view = _view(self, x, writable=False)
+                if contiguous and not view.flags.c_contiguous:
+                    view = view.copy()
+                    view.flags.writeable = False
+                out.append(view)
+            else:
+                out.append(x)
+        return tuple(out)
+
+    def array(self, result: Tensor) -> Any:
+        """A writable NumPy view of a result this interface allocated (``allocate_result``)."""
+        if result._carrier not in self._allocated:  # carriers compare by identity
+            msg = (
+                f"{self.invocation.operation}: array() gives writable views of results from "
+                f"allocate_result only; read operands with arrays()"
+            )
+            raise ValueError(msg)
+        return _view(self, result, writable=True)
 
     def allocate_result(self, index: int) -> Tensor:
         """A fresh zero-filled result tensor for result spec ``index`` on the dispatch class."""
@@ -317,6 +374,47 @@ class KernelExecutionInterface:
             raise ValueError(msg)
         source = self.invocation.operands[spec.alias]
         return Tensor._wrap(source.carrier, spec.layout, spec.dtype)
+
+
+def _view(context: KernelExecutionInterface, x: Tensor, *, writable: bool) -> Any:
+    """``x``'s elements as a NumPy view of its storage's flat array (its layout applied).
+
+    A read-only view is kept on the carrier beside its layout, so reading the same operand again
+    (a loop, a training step) builds nothing; it shares the storage, so it sees every write.
+    """
+    carrier, layout = x._carrier, x._layout
+    if not writable:
+        kept = carrier.__dict__.get("_cv_read_view")  # dropped when the carrier is released
+        if kept is not None and kept[0] is layout:
+            return kept[1]
+    import numpy as np
+
+    storage, accessor, flat = context._storage, context._handle, None
+    if storage is not None and accessor is not None:
+        # A result this interface allocated is alive and of the dispatch class: its handle is
+        # read directly; an operand's goes through the checked accessor.
+        handle = vars(carrier)["_cv_storage_handle"] if writable else accessor(carrier)
+        flat = storage.flat_array(handle, x._dtype)
+    if flat is None:
+        msg = (
+            f"{context.invocation.operation} on {type(carrier).__name__}: its storage provider "
+            f"gives no NumPy array (flat_array returned None); read operands with export_span"
+        )
+        raise NotImplementedError(msg)
+    if writable:  # a fresh result: contiguous from its first slot (its ResultSpec says so)
+        return flat[: layout.size].reshape(layout.shape)
+    item = flat.itemsize
+    view = np.ndarray(
+        layout.shape,
+        flat.dtype,
+        buffer=flat,
+        offset=layout.offset * item,
+        strides=tuple(s * item for s in layout.strides),
+    )
+    if not writable:
+        view.flags.writeable = False
+        carrier._cv_read_view = (layout, view)  # type: ignore[attr-defined]  # framework-owned
+    return view
 
 
 class TransferProvider:

@@ -198,6 +198,9 @@ class _SharedMemoryStorage(cv.StorageProvider):
     def write(self, handle: _Segment, index: int, value: Any) -> None:
         handle.array[index] = value
 
+    def flat_array(self, handle: _Segment, dtype: cv.DType) -> _Array:
+        return handle.array
+
     def export_span(self, handle: _Segment, layout: cv.Layout, dtype: cv.DType) -> _Array:
         return _strided(handle.array, layout).copy()
 
@@ -230,13 +233,12 @@ def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
     plan = invocation.plan
     assert plan is not None  # every pattern here is of a planned name
     options = invocation.options or cv.OperationExecutionOptions(invocation.operation)
-    operands = [_operand(x) for x in ctx.operands]
-    values = run_kernel(SharedMemoryCarrier, plan, options, operands)
+    values = run_kernel(SharedMemoryCarrier, plan, options, list(ctx.arrays()))
     outputs = []
     for i, array in enumerate(values if isinstance(values, tuple) else (values,)):
         out = ctx.allocate_result(i)
         if out.size:
-            cv.storage_handle(out.carrier).array[...] = np.asarray(array).reshape(-1)
+            ctx.array(out)[...] = array
         outputs.append(out)
     return cv.ProviderResult(outputs)
 
