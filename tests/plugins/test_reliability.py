@@ -616,6 +616,80 @@ class TestBrokenPluginRollback:
             defined, cv.CarrierDefinition(storage=extensions.STORAGE, kernels=cv.KernelProvider(()))
         )
 
+    def test_definition_of_a_plugin_broken_at_run_time_stops_serving_and_names_the_plugin(
+        self, plugin_env: PluginEnvironment
+    ) -> None:
+        """A plugin that breaks after it loaded (its observer raised) loses what it registered
+        at import: its class no longer allocates and its existing tensors no longer compute,
+        each refusal naming the plugin; a move of the data off the carrier still works."""
+        source = textwrap.dedent(
+            f"""
+            import sys
+
+            import conveyor as cv
+            from conveyor.sdk import policy_capabilities
+
+            _EXT = sys.modules[{extensions.__name__!r}]
+
+
+            def _double(ctx):
+                (x, y) = ctx.operands
+                out = ctx.allocate_result(0)
+                out.carrier.import_span(out.layout, x.carrier.export_span(x.layout) * 2)
+                return cv.ProviderResult(out)
+
+
+            class Served(Carrier):
+                pass
+
+
+            cv.register_carrier_definition(
+                Served,
+                cv.CarrierDefinition(
+                    storage=_EXT.STORAGE,
+                    kernels=cv.KernelProvider(
+                        [
+                            cv.KernelPattern(
+                                operation="add", kernel=_double, plans=policy_capabilities(["add"])
+                            )
+                        ]
+                    ),
+                ),
+            )
+
+
+            def watch(record):
+                if record.operation == "neg":
+                    raise ValueError("observer bug")
+
+
+            @hookimpl
+            def conveyor_operation_observers():
+                return [watch]
+
+
+            @hookimpl
+            def conveyor_carriers():
+                return {{"served": Served}}
+            """
+        )
+        plugin_env.plugin("serves", source)
+        host = plugin_env.host()
+        set_default_host(host)
+        assert _by_name(host)["serves"].state is PluginState.LOADED, host.plugins()
+        served = host.carrier("served")
+        x = cv.move(cv.tensor([1.0, 2.0], carrier=CPU), served)
+        for _ in range(3):  # bound on the fast path too
+            np.testing.assert_array_equal((x + x).numpy(), [2.0, 4.0])
+        with pytest.warns(PluginBrokenWarning, match="observer bug"):
+            cv.neg(cv.tensor([1.0], carrier=CPU))
+        assert _by_name(host)["serves"].state is PluginState.BROKEN
+        with pytest.raises(RuntimeError, match=r"Served.*plugin 'serves'.*broken"):
+            served.allocate(2, cv.float32)
+        with pytest.raises(RuntimeError, match=r"add on Served.*plugin 'serves'.*broken"):
+            x + x
+        np.testing.assert_array_equal(cv.move(x, CPU).numpy(), [1.0, 2.0])
+
     def test_registration_by_another_package_imported_first_stays(
         self, plugin_env: PluginEnvironment
     ) -> None:

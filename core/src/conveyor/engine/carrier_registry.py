@@ -307,6 +307,23 @@ _DEFINITIONS: dict[type, CarrierDefinition | None] = {}
 _SEALED: dict[type, _Sealed] = {}
 _PACKS: dict[type, list[KernelPack]] = {}
 _LOCK = threading.RLock()
+#: Used definition-backed classes whose plugin ended broken -> why (naming the plugin).
+_WITHDRAWN: dict[type, str] = {}
+
+
+def withdrawal_refusal(what: str, cls: type) -> RuntimeError | None:
+    """The refusal of ``what`` on a class whose definition was withdrawn, else ``None``."""
+    reason = _WITHDRAWN.get(cls)
+    if reason is None:
+        return None
+    msg = (
+        f"{what} on {cls.__name__}: its definition was withdrawn because {reason}; its tensors "
+        f"can still be read and moved off (cv.move(tensor, 'cpu')); fix the plugin, or block "
+        f"it with CONVEYOR_DISABLE_PLUGINS"
+    )
+    return RuntimeError(msg)
+
+
 # Storage hooks (and the capability query) a definition-backed class gets from its definition
 # unless it resolves the hook to something other than the Carrier default.
 _HOOKS: Final = (
@@ -551,6 +568,10 @@ def _adopted(cls: type[Carrier], handle: Any, size: int, dtype: DType) -> Any:
 
 
 def _allocate(cls: type[Carrier], /, size: int, dtype: DType, **options: Any) -> Any:
+    if _WITHDRAWN:
+        refusal = withdrawal_refusal("allocate", cls)
+        if refusal is not None:
+            raise refusal
     storage = _storage_of(cls, "_allocate")
     if not storage.supports_dtype(dtype):
         msg = (
@@ -635,9 +656,16 @@ def _install_hooks(cls: type) -> tuple[str, ...]:
 def _unregister_definition(
     cls: type, definition: CarrierDefinition, installed: tuple[str, ...]
 ) -> None:
-    """Withdraw ``cls``'s definition and hooks (its plugin ended broken) unless it was used."""
+    """Withdraw ``cls``'s definition and hooks (its plugin ended broken).
+
+    A class already used keeps them, so its tensors can still be read and moved off, but it
+    allocates and computes no more (``withdrawn``).
+    """
     with _LOCK:
-        if _DEFINITIONS.get(cls) is not definition or cls in _SEALED:
+        if _DEFINITIONS.get(cls) is not definition:
+            return
+        if cls in _SEALED:
+            _WITHDRAWN[cls] = _journal.reason() or "its plugin is broken"
             return
         del _DEFINITIONS[cls]
         for hook in installed:

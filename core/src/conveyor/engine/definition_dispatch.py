@@ -14,11 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from conveyor.engine.carrier_registry import (
+    _WITHDRAWN,
     CarrierDefinition,
     _Sealed,
     _sealed,
     carrier_definition,
     storage_handle,
+    withdrawal_refusal,
 )
 from conveyor.engine.operation import Operation
 from conveyor.engine.operation_definitions import (
@@ -96,6 +98,10 @@ class DefinitionOperation(Operation):
         carrier = self._dispatch_carrier
         assert carrier is not None  # dispatched
         cls = type(carrier)
+        if _WITHDRAWN:  # a plugin broke after its class was used: bound calls stop here too
+            refusal = withdrawal_refusal(self.definition.name, cls)
+            if refusal is not None:
+                raise refusal
         definition = self.definition
         call = definition.bind(cls, inputs, options, self.plan)
         invocation = definition.resolve(call)

@@ -92,7 +92,7 @@ class Journal:
         with self._lock:
             self._closed = reason
             entries, self._entries = self._entries, []
-        undo(entries)
+        undo(entries, reason)
 
 
 def current() -> Journal | None:
@@ -126,7 +126,22 @@ def journal(into: Journal | None = None) -> Iterator[Journal]:
         _local.journal = previous
 
 
-def undo(entries: tuple[_Undo, ...] | list[_Undo]) -> None:
-    """Withdraw the journaled registrations, newest first."""
-    for entry in reversed(entries):
-        entry()
+def undo(entries: tuple[_Undo, ...] | list[_Undo], reason: str | None = None) -> None:
+    """Withdraw the journaled registrations, newest first; ``reason`` (why the plugin broke,
+    naming it) is what a withdrawal that must leave a refusal behind says (``reason()``)."""
+    previous = getattr(_withdrawing, "reason", None)
+    _withdrawing.reason = reason
+    try:
+        for entry in reversed(entries):
+            entry()
+    finally:
+        _withdrawing.reason = previous
+
+
+def reason() -> str | None:
+    """Why the registrations being withdrawn on this thread go, while ``undo`` runs."""
+    found: str | None = getattr(_withdrawing, "reason", None)
+    return found
+
+
+_withdrawing = threading.local()

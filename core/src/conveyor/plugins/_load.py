@@ -564,7 +564,7 @@ def broken_outcome(
     What the plugin registered directly while it loaded is withdrawn here, so a broken plugin
     leaves no route or kernel pack behind.
     """
-    _journal.undo(outcome.registrations)
+    _journal.undo(outcome.registrations, f"{outcome.record.label} is broken ({hook})")
     text = None
     if cause is not None:
         import traceback
