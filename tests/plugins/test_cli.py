@@ -214,6 +214,7 @@ class TestCarriersCommand:
             "dependent": False,
             "names": 2,
             "plans": 3,
+            "fallback": None,
         }
         assert carriers["composite"]["dependent"] is True
         assert carriers["composite"]["plans"] is None
@@ -235,6 +236,65 @@ class TestCarriersCommand:
             registered_operations()
         )
         assert lines[-1] == "* dependent carrier: its plans are computed per instance"
+
+    def test_listing_names_what_runs_through_a_fallback(
+        self, plugin_env: PluginEnvironment, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A carrier with a fallback says which names run through it: table, JSON, matrix."""
+        source = """
+        import numpy as np
+
+        import conveyor as cv
+        from conveyor.sdk import policy_capabilities
+        from conveyor_generic import CPU
+        from tests.conformance.reference_vendor import _ArrayStorage
+
+
+        def _add(ctx):
+            out = ctx.allocate_result(0)
+            np.add(*ctx.arrays(), out=ctx.array(out))
+            return cv.ProviderResult(out)
+
+
+        ADD = policy_capabilities(["add"])
+
+
+        class Falls(Carrier):
+            pass
+
+
+        cv.register_carrier_definition(
+            Falls,
+            cv.CarrierDefinition(
+                storage=_ArrayStorage(),
+                kernels=cv.KernelProvider(
+                    [cv.KernelPattern(operation="add", kernel=_add, plans=ADD)]
+                ),
+                fallback=CPU,
+            ),
+        )
+
+
+        @hookimpl
+        def conveyor_carriers():
+            return {"falls": Falls}
+        """
+        plugin_env.plugin("falls", source)
+        _use(plugin_env.host())
+        from conveyor.sdk import policy_capabilities
+        from conveyor.types.policy import is_planned, registered_operations
+
+        planned = sorted(n for n in registered_operations() if is_planned(n) and n != "add")
+        _, out, _ = _run(capsys, "carriers", "--json")
+        (row,) = json.loads(out)["carriers"]
+        assert row["fallback"] == {"carrier": "CPU", "names": planned}
+        _, out, _ = _run(capsys, "carriers")
+        assert f"falls: {len(planned)} of its names run through the fallback CPU" in out
+        _, out, _ = _run(capsys, "carriers", "--matrix")
+        rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line}
+        assert rows["exp"][-1] == "fb"
+        assert rows["add"] == [str(len(policy_capabilities(["add"])))]
+        assert out.splitlines()[-1].startswith("fb: run through the carrier's fallback")
 
     def test_matrix_wraps_to_the_terminal_without_cutting_names(
         self,

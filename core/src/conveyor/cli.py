@@ -205,7 +205,11 @@ def _carrier_rows(
     host: plugins.PluginHost, carriers: Mapping[str, type[Carrier]]
 ) -> list[dict[str, Any]]:
     from conveyor.engine.carrier import DependentCarrier, is_closed_carrier
-    from conveyor.engine.carrier_registry import carrier_definition, definition_capabilities
+    from conveyor.engine.carrier_registry import (
+        carrier_definition,
+        definition_capabilities,
+        fallback_route,
+    )
 
     rows = []
     for name, cls in carriers.items():
@@ -213,6 +217,7 @@ def _carrier_rows(
         # A DependentCarrier computes its capabilities per instance from what it composes, so a
         # class-level count would be wrong, not just unknown.
         capabilities = None if dependent else definition_capabilities(cls)
+        target, through = fallback_route(cls)
         rows.append(
             {
                 "name": name,
@@ -223,6 +228,10 @@ def _carrier_rows(
                 "dependent": dependent,
                 "names": None if capabilities is None else len(capabilities.names),
                 "plans": None if capabilities is None else len(capabilities),
+                # The names run by moving to another carrier (CarrierDefinition.fallback).
+                "fallback": None
+                if target is None
+                else {"carrier": target.__name__, "names": sorted(through)},
                 "_capabilities": capabilities,
             }
         )
@@ -306,11 +315,15 @@ def _cmd_carriers(args: argparse.Namespace) -> int:
             for row in rows:
                 per_name = counts[row["name"]]
                 count = 0 if per_name is None else per_name.get(operation, 0)
-                cells.append("*" if per_name is None else (count or "-"))
+                through = row["fallback"]["names"] if row["fallback"] else ()
+                cell = f"{count} fb" if count and operation in through else (count or "-")
+                cells.append("*" if per_name is None else cell)
             table.append((operation, *cells))
         print(_matrix_text(headers, table))
         if any(c is None for c in counts.values()):
             print("\n* dependent carrier: its plans are computed per instance")
+        if any(row["fallback"] for row in rows):
+            print("\nfb: run through the carrier's fallback (operands moved there and back)")
         return 0
     table = [
         (
@@ -326,6 +339,14 @@ def _cmd_carriers(args: argparse.Namespace) -> int:
     ]
     headers = ("NAME", "CLASS", "DISTRIBUTION", "KIND", "DEFINITION", "NAMES", "PLANS")
     print(_table(headers, table))
+    for row in rows:
+        fallback = row["fallback"]
+        if fallback is not None:
+            print(
+                f"\n{row['name']}: {len(fallback['names'])} of its names run through the "
+                f"fallback {fallback['carrier']} (operands moved there and back); "
+                f"`conveyor carriers --json` lists them"
+            )
     return 0
 
 

@@ -38,7 +38,7 @@ from conveyor.types.capabilities import (
 )
 from conveyor.types.dtypes import DType
 from conveyor.types.layout import Layout
-from conveyor.types.policy import VIEW_OPERATIONS, OperationPlan, is_planned
+from conveyor.types.policy import VIEW_OPERATIONS, OperationPlan, is_planned, registered_operations
 
 _F = TypeVar("_F", bound=CarrierFacet)
 
@@ -136,6 +136,19 @@ def _definition_operation_class(
         raise TypeError(msg)
 
 
+def _fallback_carrier(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    from conveyor.engine.carrier import DependentCarrier
+
+    if not (isinstance(value, type) and issubclass(value, Carrier)) or issubclass(
+        value, DependentCarrier
+    ):
+        msg = (
+            f"CarrierDefinition: fallback must be an independent Carrier class (the one that "
+            f"runs the names you have no kernel for, e.g. CPU), got {value!r}"
+        )
+        raise TypeError(msg)
+
+
 @final
 @attrs.frozen(kw_only=False)
 class CarrierDefinition:
@@ -147,7 +160,9 @@ class CarrierDefinition:
     ``CarrierFacet`` subclasses served by ``carrier.facet(T)``. ``operation_class``, a subclass
     of ``DefinitionOperation``, is the class every dispatch of the carrier instantiates (to give
     its operations a backward of their own, as TiledEvictable streams gradients tile by tile);
-    by default ``DefinitionOperation`` itself.
+    by default ``DefinitionOperation`` itself. ``fallback``, an independent carrier class
+    (opt-in), runs every planned name the definition has no kernel or composite for: the
+    operands move to it, its kernel runs the same plan, the results move back.
     """
 
     storage: Any
@@ -164,6 +179,9 @@ class CarrierDefinition:
     operation_class: type[DefinitionOperation] | None = attrs.field(
         default=None, validator=attrs.validators.optional(_definition_operation_class)
     )
+    fallback: type[Carrier] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_fallback_carrier)
+    )
 
     def __attrs_post_init__(self) -> None:
         for route in self.transfers:
@@ -177,7 +195,7 @@ class CarrierDefinition:
 
     @property
     def is_storage_only(self) -> bool:
-        return self.kernels is None and self.composite is None
+        return self.kernels is None and self.composite is None and self.fallback is None
 
 
 def _names(records: tuple[OperationCapability, ...] | CapabilitySet) -> frozenset[str]:
@@ -206,6 +224,8 @@ class _Sealed:
         "_eager",
         "capabilities",
         "composite_names",
+        "fallback",
+        "fallback_names",
         "planned",
         "ruled",
         "storage",
@@ -262,8 +282,16 @@ class _Sealed:
         composite = definition.composite
         self._composite = composite.capabilities if composite is not None else ()
         self.composite_names = _names(self._composite)
-        if self.ruled or type(self._composite) is CapabilitySet:
-            names = {*self._eager, *self.ruled, *self.composite_names}
+        self.fallback = definition.fallback
+        own = {*self._eager, *self.ruled, *self.composite_names}
+        # The planned names nothing of the definition covers, run through the fallback class.
+        self.fallback_names: frozenset[str] = (
+            frozenset(n for n in registered_operations() if is_planned(n) and n not in own)
+            if self.fallback is not None
+            else frozenset()
+        )
+        if self.ruled or type(self._composite) is CapabilitySet or self.fallback_names:
+            names = own | self.fallback_names
             self.capabilities = CapabilitySet.by_rule(names, self._records)
         else:
             self.capabilities = CapabilitySet(
@@ -272,7 +300,11 @@ class _Sealed:
             )
 
     def _records(self, name: str) -> list[OperationCapability]:
-        """The sealed records of ``name``: its kernels' plans, then composite plans beyond them."""
+        """The sealed records of ``name``: its kernels' plans, then composite plans beyond them
+        (a fallback name: the fallback class's plans)."""
+        if name in self.fallback_names:
+            assert self.fallback is not None  # only a fallback has fallback names
+            return list(_class_capabilities(self.fallback).of(name))
         found = list(self._eager.get(name, ()))
         ruled = self.ruled.get(name)
         if ruled is not None:
@@ -301,6 +333,20 @@ class _Sealed:
             or name in self.capabilities.names
             or name in self.composite_names
         )
+
+
+def fallback_route(cls: type) -> tuple[type[Carrier] | None, frozenset[str]]:
+    """The fallback class of definition-backed ``cls`` and the names that run through it."""
+    definition = carrier_definition(cls)
+    if definition is None or definition.fallback is None:
+        return None, frozenset()
+    return definition.fallback, _sealed(cls, definition).fallback_names
+
+
+def _class_capabilities(cls: type) -> CapabilitySet:
+    """The sealed capability set of an independent class, definition-backed or not."""
+    definition = carrier_definition(cls)
+    return _sealed(cls, definition).capabilities if definition else declared_capabilities(cls)
 
 
 _DEFINITIONS: dict[type, CarrierDefinition | None] = {}

@@ -130,6 +130,8 @@ class DefinitionOperation(Operation):
             return self._run_kernel(carrier, pattern, invocation)
         if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
             return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
+        if invocation.operation in self._table.fallback_names:
+            return _publish(invocation, cls, _fallback(self._table, invocation), (cls,))
         return self._run_composite(carrier, invocation)
 
     def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
@@ -254,6 +256,28 @@ def _publish(
             raise broken(f"result {i} aliases an operand or another result; it must be fresh")
         seen.add(id(carrier))
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _fallback(table: _Sealed, invocation: ResolvedInvocation) -> ProviderResult:
+    """Run a name the definition has no kernel for on its fallback class, under the same plan.
+
+    The operands move to the fallback class, its own dispatch runs the call (its gate accepts
+    the plan: the sealed capabilities listed the fallback's plans for this name), and each
+    result moves back to the dispatch class. The outer operation is the only autograd node.
+    """
+    from conveyor.engine.grad_mode import no_grad
+    from conveyor.engine.move import move
+
+    target = table.fallback
+    assert target is not None  # only a definition with a fallback has fallback names
+    cls = type(next(x for x in invocation.operands if type(x) is Tensor)._carrier)
+    with no_grad():
+        operands = tuple(move(x, target) if type(x) is Tensor else x for x in invocation.operands)
+        first = next(x for x in operands if type(x) is Tensor)
+        op = first._carrier.dispatch_op(invocation.operation)
+        result = op.forward(*operands, options=invocation.options)
+        outputs = result if isinstance(result, tuple) else (result,)
+        return ProviderResult([move(out, cls) for out in outputs])
 
 
 def _has_storage(cls: type) -> bool:
