@@ -17,7 +17,7 @@ from tests.generic.test_hot_path import python_calls
 # ctx.arrays(): the public function, _forward, bind, resolve, the kernel and its interface,
 # the result allocation and the result checks (CPU's is 5). Set at the count measured when the
 # bound path landed; lower it as the path gets faster, raise it only with a reason.
-VENDOR_TINY_ADD_PYTHON_CALLS = 32
+VENDOR_TINY_ADD_PYTHON_CALLS = 22
 
 _UFUNCS = {"add": np.add, "mul": np.multiply, "elementwise_mul": np.multiply, "exp": np.exp}
 # What the kernels saw: kernels append here when a test asks them to (``_SPY``).

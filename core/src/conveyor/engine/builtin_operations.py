@@ -412,11 +412,9 @@ def _planned_resolve(name: str) -> Callable[[BoundCall], ResolvedInvocation]:
     def resolve(call: BoundCall) -> ResolvedInvocation:
         plan = call.plan
         assert plan is not None  # the lifecycle resolves the plan of every planned name
-        key = (
-            id(plan),
-            call.options,
-            *[x._layout.shape if x.__class__ is Tensor else x.__class__ for x in call.operands],
-        )
+        key: tuple[Any, ...] = (id(plan), call.options)
+        for x in call.operands:  # a loop, not a comprehension: this runs on every call
+            key += (x._layout.shape if x.__class__ is Tensor else x.__class__,)
         found = memo.get(key)
         if found is None or found[0] is not plan:
             shapes = rule(call)
@@ -433,7 +431,7 @@ def _planned_resolve(name: str) -> Callable[[BoundCall], ResolvedInvocation]:
             if len(memo) >= _MEMO_MAX:
                 memo.clear()
             found = memo[key] = (plan, results, saved)
-        return call.resolved(found[1], found[2])
+        return ResolvedInvocation._of(call, found[1], found[2])
 
     resolve.__name__ = resolve.__qualname__ = f"resolve_{name}"
     return resolve

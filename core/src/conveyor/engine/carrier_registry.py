@@ -222,6 +222,8 @@ class _Sealed:
     __slots__ = (
         "_composite",
         "_eager",
+        "_plain_allocate",
+        "_stores",
         "capabilities",
         "composite_names",
         "fallback",
@@ -235,6 +237,11 @@ class _Sealed:
     def __init__(self, cls: type, definition: CarrierDefinition, packs: list[KernelPack]) -> None:
         storage = definition.storage
         self.storage = storage if isinstance(storage, StorageProvider) else None
+        # Whether results may skip the public allocate (the class does not override it).
+        self._plain_allocate = vars(Carrier)["allocate"] is next(
+            c.__dict__["allocate"] for c in cls.__mro__ if "allocate" in c.__dict__
+        )
+        self._stores: set[DType] = set()  # dtypes the storage provider accepted
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
@@ -326,6 +333,19 @@ class _Sealed:
             ):
                 return ruled
         return found
+
+    def fresh(self, cls: type[Carrier], size: int, dtype: DType) -> Carrier:
+        """A fresh result carrier of ``cls``: after the first of a dtype (the public
+        ``allocate``, which asks the storage provider whether it stores it), straight from the
+        storage provider. ``size`` comes from a result spec, so it is a valid count."""
+        if dtype not in self._stores or not self._plain_allocate or _WITHDRAWN:
+            carrier = cls.allocate(size, dtype)
+            self._stores.add(dtype)
+            return carrier
+        storage = self.storage
+        assert storage is not None  # a kernel of a class with storage allocated before
+        result: Carrier = _adopted(cls, storage.allocate(size, dtype), size, dtype)
+        return result
 
     def covers(self, name: str) -> bool:
         return (

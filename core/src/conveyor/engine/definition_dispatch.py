@@ -24,6 +24,7 @@ from conveyor.engine.carrier_registry import (
 )
 from conveyor.engine.operation import Operation
 from conveyor.engine.operation_definitions import (
+    BoundCall,
     OperationDefinition,
     ResolvedInvocation,
     _NonDifferentiable,
@@ -64,6 +65,9 @@ class DefinitionOperation(Operation):
     # The kernel pattern of this dispatch's plan: sealed tables never change, so the bound fast
     # path hands the first call's pattern to every later one (``_fresh_state``).
     _bound_pattern: KernelPattern | None = None
+    # Set on the bound fast path's copies: their operands have the signature (exact carrier
+    # class, dtype per tensor, type per other operand) of a call that already bound.
+    _signature_bound: bool = False
     _in_vjp: bool = False
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
@@ -83,7 +87,7 @@ class DefinitionOperation(Operation):
         )
 
     def _fresh_state(self) -> tuple[dict[str, Any], bool]:
-        state = {"definition": self.definition, "_table": self._table}
+        state = {"definition": self.definition, "_table": self._table, "_signature_bound": True}
         if self._bound_pattern is not None:
             state["_bound_pattern"] = self._bound_pattern
         return state, self.definition.differentiable
@@ -103,7 +107,10 @@ class DefinitionOperation(Operation):
             if refusal is not None:
                 raise refusal
         definition = self.definition
-        call = definition.bind(cls, inputs, options, self.plan)
+        if self._signature_bound:  # bind's verdict is the first call's: same signature
+            call = BoundCall(definition.name, inputs, options, self.plan, carrier=cls)
+        else:
+            call = definition.bind(cls, inputs, options, self.plan)
         invocation = definition.resolve(call)
         if not isinstance(invocation, ResolvedInvocation) or (
             invocation.operands is not inputs
@@ -142,7 +149,10 @@ class DefinitionOperation(Operation):
     def _run_kernel(
         self, carrier: Carrier, pattern: KernelPattern, invocation: ResolvedInvocation
     ) -> Any:
-        context = KernelExecutionInterface(carrier, invocation, self._table.storage, storage_handle)
+        table = self._table
+        context = KernelExecutionInterface(
+            carrier, invocation, table.storage, storage_handle, table.fresh
+        )
         try:
             result = pattern.kernel(context)
             return _publish(invocation, type(carrier), result, (type(carrier),))

@@ -123,6 +123,24 @@ class ResolvedInvocation:
     results: tuple[ResultSpec, ...] = attrs.field(converter=_specs)
     saved: tuple[int, ...] = attrs.field(default=(), converter=_ints)
 
+    @classmethod
+    def _of(
+        cls, call: BoundCall, results: tuple[ResultSpec, ...], saved: tuple[int, ...]
+    ) -> ResolvedInvocation:
+        """``call.resolved(results, saved)`` for tuples already checked (a resolve's memo):
+        the same record, without the converters' calls."""
+        made = object.__new__(cls)
+        for name, value in (
+            ("operation", call.operation),
+            ("operands", call.operands),
+            ("options", call.options),
+            ("plan", call.plan),
+            ("results", results),
+            ("saved", saved),
+        ):
+            object.__setattr__(made, name, value)
+        return made
+
 
 @final
 @attrs.frozen

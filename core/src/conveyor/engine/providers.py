@@ -296,7 +296,7 @@ class KernelExecutionInterface:
     them when the kernel fails or breaks its contract. One instance serves exactly one call.
     """
 
-    __slots__ = ("_allocated", "_handle", "_storage", "carrier", "invocation")
+    __slots__ = ("_allocated", "_fresh", "_handle", "_storage", "carrier", "invocation")
 
     def __init__(
         self,
@@ -304,13 +304,16 @@ class KernelExecutionInterface:
         invocation: ResolvedInvocation,
         storage: StorageProvider | None = None,
         handle: Callable[[Carrier], Any] | None = None,
+        fresh: Callable[[type[Carrier], int, DType], Carrier] | None = None,
     ) -> None:
         self.carrier = carrier
         self.invocation = invocation
         self._allocated: list[Carrier] = []
-        # The dispatch class's storage provider and handle accessor, for the array views.
+        # The dispatch class's storage provider and handle accessor, for the array views, and
+        # its allocator of fresh result carriers (``cls.allocate`` when none is given).
         self._storage = storage
         self._handle = handle
+        self._fresh = fresh
 
     def __repr__(self) -> str:
         where = f"{self.invocation.operation} on {type(self.carrier).__name__}"
@@ -334,7 +337,12 @@ class KernelExecutionInterface:
         out = []
         for x in self.invocation.operands:
             if x.__class__ is Tensor:
-                view = _view(self, x, writable=False)
+                kept = x._carrier.__dict__.get("_cv_read_view")  # _view's own cache, inline
+                view = (
+                    kept[1]
+                    if kept is not None and kept[0] is x._layout
+                    else _view(self, x, writable=False)
+                )
                 if contiguous and not view.flags.c_contiguous:
                     view = view.copy()
                     view.flags.writeable = False
@@ -362,7 +370,9 @@ class KernelExecutionInterface:
                 f"build it with alias_result({index})"
             )
             raise ValueError(msg)
-        carrier = type(self.carrier).allocate(max(spec.layout.size, 0), spec.dtype)
+        cls, size = type(self.carrier), max(spec.layout.size, 0)
+        fresh = self._fresh
+        carrier = cls.allocate(size, spec.dtype) if fresh is None else fresh(cls, size, spec.dtype)
         self._allocated.append(carrier)
         return Tensor._wrap(carrier, spec.layout, spec.dtype)
 
