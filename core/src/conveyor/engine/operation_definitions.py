@@ -245,7 +245,8 @@ class OperationDefinition:
 
 _OPERATIONS: dict[str, OperationDefinition] = {}
 _OPERATIONS_LOCK = threading.Lock()
-_CUSTOM_NAME: Final = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+")
+# compiled (and cached) by re on first use, not at every import
+_CUSTOM_NAME: Final = r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+"
 #: Namespaces no custom operation may use: built-in names are not dotted, and ``conveyor.`` is
 #: kept for future built-ins.
 _RESERVED: Final = frozenset({"conveyor", "cv", "builtin"})
@@ -266,7 +267,7 @@ def _check_custom_name(name: object) -> None:
     if not isinstance(name, str):
         msg = f"define_operation: name must be a str, got {name!r} ({type(name).__name__})"
         raise TypeError(msg)
-    if not _CUSTOM_NAME.fullmatch(name):
+    if not re.fullmatch(_CUSTOM_NAME, name):
         msg = (
             f"define_operation: {name!r} is not a namespaced name; custom operations are named "
             f"'namespace.operation' in lower-case identifiers, e.g. 'acme.scale'"

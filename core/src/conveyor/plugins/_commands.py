@@ -19,11 +19,11 @@ if TYPE_CHECKING:  # the command line's parser; discovering plugins must not imp
 
 __all__ = ["Command"]
 
-_NAME: Final = re.compile(r"[a-z][a-z0-9-]*")
+_NAME: Final = r"[a-z][a-z0-9-]*"  # compiled (and cached) by re on first use
 
 
 def _name(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
+    if not isinstance(value, str) or not re.fullmatch(_NAME, value):
         msg = f"Command: name must be a lower-case word such as 'demo', got {value!r}"
         raise ValueError(msg)
 

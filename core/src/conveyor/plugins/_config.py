@@ -35,8 +35,9 @@ DEFAULT_IMPORT_TIMEOUT: Final = 60.0
 
 #: What CONVEYOR_PREFER / prefer= may name: a registered carrier name, and a distribution name
 #: as PEP 508 allows it (so ``cpu=a=b`` is refused rather than read as distribution ``a=b``).
-_CARRIER: Final = re.compile(r"[a-z][a-z0-9_]*")
-_DISTRIBUTION: Final = re.compile(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?", re.IGNORECASE)
+# Patterns, not compiled ones: re compiles (and caches) each on first use, not at every import.
+_CARRIER: Final = r"[a-z][a-z0-9_]*"
+_DISTRIBUTION: Final = r"(?i)[a-z0-9]([a-z0-9._-]*[a-z0-9])?"
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
@@ -182,13 +183,13 @@ def _prefer(value: object, environ: Mapping[str, str]) -> dict[str, str]:
                 raise ValueError(msg)
             pairs.append((carrier, distribution))
     for carrier, distribution in pairs:
-        if _CARRIER.fullmatch(carrier.strip().lower()) is None:
+        if re.fullmatch(_CARRIER, carrier.strip().lower()) is None:
             msg = (
                 f"{source}: {carrier.strip()!r} is not a carrier name (a lower-case "
                 f"identifier such as 'cpu'); write e.g. {example}"
             )
             raise ValueError(msg)
-        if _DISTRIBUTION.fullmatch(distribution.strip()) is None:
+        if re.fullmatch(_DISTRIBUTION, distribution.strip()) is None:
             msg = (
                 f"{source}: {distribution.strip()!r} is not a distribution name (letters, "
                 f"digits and . _ -, as pip spells it); write e.g. {example}"

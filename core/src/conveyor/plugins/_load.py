@@ -43,8 +43,9 @@ _DEFINITIONS_HOOK: Final = "conveyor_operation_definitions"
 _PACKS_HOOK: Final = "conveyor_kernel_packs"
 _COMMANDS_HOOK: Final = "conveyor_commands"
 _OBSERVERS_HOOK: Final = "conveyor_operation_observers"
-_CARRIER_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
-_API_DECLARATION: Final = re.compile(r"(\d+)\.(\d+)")
+# Patterns, not compiled ones: re compiles (and caches) each on first use, not at every import.
+_CARRIER_NAME: Final = r"[a-z][a-z0-9_]*"
+_API_DECLARATION: Final = r"(\d+)\.(\d+)"
 _MISSING: Final = object()
 
 _Observer: TypeAlias = Callable[[object], None]
@@ -136,7 +137,7 @@ def _check_api(candidate: _Candidate, declared: object) -> str:
             f"for it"
         )
         raise _Failure(PluginState.INCOMPATIBLE, msg)
-    match = _API_DECLARATION.fullmatch(declared) if isinstance(declared, str) else None
+    match = re.fullmatch(_API_DECLARATION, declared) if isinstance(declared, str) else None
     if match is None:
         msg = (
             f"{candidate.label}: CONVEYOR_PLUGIN_API = {declared!r} ({type(declared).__name__}) "
@@ -301,7 +302,7 @@ def _validate_carriers(
         raise _Failure(PluginState.BROKEN, msg, hook=_CARRIERS_HOOK)
     found: dict[str, type[Carrier]] = {}
     for name, cls in result.items():
-        if not isinstance(name, str) or _CARRIER_NAME.fullmatch(name) is None:
+        if not isinstance(name, str) or re.fullmatch(_CARRIER_NAME, name) is None:
             msg = (
                 f"{what}: carrier name {name!r} is not a lower-case identifier; register it as "
                 f"e.g. {re.sub(r'[^a-z0-9_]', '_', str(name).strip().lower())!r}"

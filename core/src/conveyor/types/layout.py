@@ -425,14 +425,14 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 # -- the eight view names as layout algebra, shared by every carrier ------------------------
 
-_TOKEN = re.compile(r"\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\S")
+_TOKEN = r"\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\S"  # compiled (and cached) by re on first use
 
 
 def _pattern_groups(side: str, pattern: str) -> list[list[str]]:
     """One list of axis names per axis of one side of a pattern (``1`` is an empty group)."""
     out: list[list[str]] = []
     group: list[str] | None = None
-    for token in _TOKEN.findall(side):
+    for token in re.findall(_TOKEN, side):
         if token == "(" and group is None:
             group = []
         elif token == ")" and group is not None:
