@@ -195,6 +195,13 @@ class TestKernelArrays:
         assert np.shares_memory(seen, cv.storage_handle(base.carrier)), label  # no copy
         assert not seen.flags.writeable, label
 
+    def test_empty_views_with_an_offset_past_the_end_read_as_empty(self) -> None:
+        x = _on(Ufuncs, np.zeros((0, 3)))[:, ::-1]
+        out = cv.add(x, 1.0)
+        assert out.shape == (0, 3)
+        (seen, _) = _SPY[-1]
+        assert seen.shape == (0, 3) and not seen.flags.writeable
+
     def test_transposed_matrix_operand_keeps_its_strides(self) -> None:
         values = np.arange(6, dtype=np.float32).reshape(2, 3)
         x = _on(Ufuncs, values).T

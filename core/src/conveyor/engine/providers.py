@@ -413,6 +413,12 @@ def _view(context: KernelExecutionInterface, x: Tensor, *, writable: bool) -> An
         raise NotImplementedError(msg)
     if writable:  # a fresh result: contiguous from its first slot (its ResultSpec says so)
         return flat[: layout.size].reshape(layout.shape)
+    if layout.size == 0:
+        # An empty view may keep an offset past the end (``x[:, ::-1]`` of a 0x3 tensor), which
+        # NumPy refuses over a buffer although no element is read.
+        view = np.empty(layout.shape, flat.dtype)
+        view.flags.writeable = False
+        return view
     item = flat.itemsize
     view = np.ndarray(
         layout.shape,
