@@ -196,6 +196,61 @@ class TestSharing:
         assert sorted(log.read_text().split()) == sorted(names)  # each unlinked once
         assert not any(_exists(name) for name in names)
 
+    def test_small_results_create_no_segment_until_named(self) -> None:
+        """Kernel results and small tensors stay in process memory: no segment until a name is
+        asked for; then the values move into a new segment that another process can attach."""
+        from multiprocessing import shared_memory
+
+        created: list[str] = []
+        original = shared_memory.SharedMemory
+
+        def record(*args: object, **kwargs: object) -> shared_memory.SharedMemory:
+            segment = original(*args, **kwargs)  # type: ignore[arg-type]  # passthrough
+            created.append(segment.name)
+            return segment
+
+        shared_memory.SharedMemory = record  # type: ignore[misc]  # counting, restored below
+        try:
+            a = shm([1.0, 2.0, 3.0])
+            total = a
+            for _ in range(20):
+                total = total + a
+            assert created == []
+            np.testing.assert_array_equal(total.numpy(), [21.0, 42.0, 63.0])
+            name = total.carrier.segment_name  # type: ignore[attr-defined]  # SharedMemoryCarrier
+            assert created == [name] and _exists(name)
+            total.carrier.write(1, 5.0)  # writes after sharing land in the segment
+            assert total.carrier.segment_name == name  # type: ignore[attr-defined]  # once
+        finally:
+            shared_memory.SharedMemory = original  # type: ignore[misc]
+        done = _run(
+            f"""
+            import conveyor as cv
+            from conveyor_shm import SharedMemoryCarrier
+            c = SharedMemoryCarrier.attach({name!r}, 3, cv.float32)
+            print(cv.Tensor(c).numpy().tolist())
+            c.release()
+            """
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "[21.0, 5.0, 63.0]"
+        np.testing.assert_array_equal((total + a).numpy(), [22.0, 7.0, 66.0])
+        total.carrier.release()
+        assert not _exists(name)
+
+    def test_large_allocations_create_their_segment_at_once(self) -> None:
+        from conveyor_shm import carrier as module
+
+        big = SharedMemoryCarrier.allocate(module.PRIVATE_MAX_BYTES // 4 + 1, cv.float32)
+        named = SharedMemoryCarrier.allocate(2, cv.float32, name=f"cvt-{os.getpid()}-named")
+        try:
+            for carrier in (big, named):
+                assert cv.storage_handle(carrier)._name is not None  # the segment exists already
+                assert _exists(carrier.segment_name)  # type: ignore[attr-defined]  # SharedMemoryCarrier
+        finally:
+            big.release()
+            named.release()
+
     def test_release_unlinks_segment(self) -> None:
         x = shm([1.0])
         name = x.carrier.segment_name  # type: ignore[attr-defined]  # SharedMemoryCarrier

@@ -281,7 +281,16 @@ class TestSharedMemoryNeverKillsTheHost:
 
         monkeypatch.setattr(module.os, "posix_fallocate", fail)
         monkeypatch.setattr(shared_memory, "SharedMemory", record)
-        with pytest.raises(MemoryError, match="a segment of 80 bytes does not fit in /dev/shm"):
-            SharedMemoryCarrier.allocate(10, cv.float64)
-        (name,) = created
-        assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+        big = module.PRIVATE_MAX_BYTES // 8 + 1  # float64 slots past the private size
+        with pytest.raises(MemoryError, match="allocate on SharedMemoryCarrier: a segment of "):
+            SharedMemoryCarrier.allocate(big, cv.float64)
+        small = SharedMemoryCarrier.allocate(10, cv.float64)  # private: no segment yet
+        with pytest.raises(
+            MemoryError, match="segment_name on SharedMemoryCarrier: a segment of 80 "
+        ):
+            _ = small.segment_name
+        assert len(created) == 2
+        for name in created:
+            assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+        small.write(0, 1.5)  # the tensor stays usable in this process
+        assert small.read(0) == 1.5

@@ -12,7 +12,7 @@ validation, autograd. This module only declares what a provider is;
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 import attrs
 
@@ -104,6 +104,11 @@ class StorageProvider:
     def mutable(self, handle: Any) -> bool:
         """Whether writes are allowed (default: yes)."""
         return True
+
+    #: Whether ``flat_array`` gives a handle the same array for its whole life. Kernel views
+    #: are kept per carrier only then; a provider that may move a handle's slots (shm shares a
+    #: small tensor by moving it into a segment) sets it to ``False``.
+    stable_arrays: ClassVar[bool] = True
 
     def flat_array(self, handle: Any, dtype: DType) -> np.ndarray[Any, Any] | None:
         """The one-dimensional NumPy array the slots of ``handle`` live in, without a copy, or
@@ -342,7 +347,7 @@ class KernelExecutionInterface:
                     kept[1]
                     if kept is not None and kept[0] is x._layout
                     else _view(self, x, writable=False)
-                )
+                )  # (nothing is kept for a provider whose arrays are not stable)
                 if contiguous and not view.flags.c_contiguous:
                     view = view.copy()
                     view.flags.writeable = False
@@ -429,7 +434,8 @@ def _view(context: KernelExecutionInterface, x: Tensor, *, writable: bool) -> An
     )
     if not writable:
         view.flags.writeable = False
-        carrier._cv_read_view = (layout, view)  # type: ignore[attr-defined]  # framework-owned
+        if storage is not None and storage.stable_arrays:
+            carrier._cv_read_view = (layout, view)  # type: ignore[attr-defined]  # framework-owned
     return view
 
 

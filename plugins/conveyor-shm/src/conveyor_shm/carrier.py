@@ -2,11 +2,12 @@
 
 The carrier is an open sibling of ``conveyor.Carrier`` and writes no ``Operation``: it registers a
 ``CarrierDefinition`` with a storage provider (one segment per carrier, its space reserved up
-front), a kernel provider (one pattern per planned name, listing every plan: the reference kernels
-of ``conveyor_generic`` (``run_kernel``) run over read-only views of the segments, so inputs are
-never copied), transfer routes to and from CPU and Generic, and a facet that tells other processes
-where the data lives. The view names, indexing and assignment need no kernel: the framework runs
-them over the storage provider's spans. Conveyor binds, plans, gates, validates results and
+front; a small anonymous tensor gets its segment when first shared), a kernel provider (one
+pattern per planned name, listing every plan: the reference kernels of ``conveyor_generic``
+(``run_kernel``) run over read-only views of the segments, so inputs are never copied),
+transfer routes to and from CPU and Generic, and a facet that tells other processes where the
+data lives. The view names, indexing and assignment need no kernel: the framework runs them
+over the storage provider's spans. Conveyor binds, plans, gates, validates results and
 differentiates; this module only stores and computes.
 
 A segment is unlinked when its carrier is released, when the carrier is garbage collected, and
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Final
 
@@ -70,23 +72,23 @@ def _free_bytes() -> int | None:
     return stats.f_bavail * stats.f_frsize
 
 
-def _refusal(nbytes: int, free: int | None) -> MemoryError:
+def _refusal(what: str, nbytes: int, free: int | None) -> MemoryError:
     room = f"{free} bytes are free" if free is not None else "the space could not be reserved"
     msg = (
-        f"allocate on SharedMemoryCarrier: a segment of {nbytes} bytes does not fit in "
+        f"{what} on SharedMemoryCarrier: a segment of {nbytes} bytes does not fit in "
         f"{_SHM_DIRECTORY} ({room}); free shared memory, allocate less, or use another carrier"
     )
     return MemoryError(msg)
 
 
-def _check_free(nbytes: int) -> None:
+def _check_free(what: str, nbytes: int) -> None:
     """Refuse before creating anything when the segment cannot fit (no pages are touched)."""
     free = _free_bytes()
     if free is not None and nbytes > free:
-        raise _refusal(nbytes, free)
+        raise _refusal(what, nbytes, free)
 
 
-def _reserve(shm: shared_memory.SharedMemory, nbytes: int) -> None:
+def _reserve(what: str, shm: shared_memory.SharedMemory, nbytes: int) -> None:
     """Reserve every page of a new segment, so touching one later can never raise SIGBUS.
 
     ``ftruncate`` (what ``SharedMemory`` does) only sets the size: on tmpfs the pages are found
@@ -99,24 +101,79 @@ def _reserve(shm: shared_memory.SharedMemory, nbytes: int) -> None:
     try:
         os.posix_fallocate(fd, 0, nbytes)
     except OSError as exc:
-        raise _refusal(nbytes, _free_bytes()) from exc
+        raise _refusal(what, nbytes, _free_bytes()) from exc
+
+
+def _create(what: str, name: str | None, nbytes: int) -> shared_memory.SharedMemory:
+    """A new segment of ``nbytes``, every page reserved, registered as this process's own."""
+    _check_free(what, nbytes)
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
+    try:
+        _reserve(what, shm, nbytes)
+    except BaseException:
+        _close(shm, owner=True)
+        raise
+    _CREATED.add(shm.name)
+    return shm
+
+
+#: Anonymous tensors of at most this many bytes stay in process memory until first shared.
+PRIVATE_MAX_BYTES: Final = 64 << 10
 
 
 class _Segment:
-    """One shared-memory segment and the flat NumPy array over it (the storage handle)."""
+    """The storage handle: a flat NumPy array, in a shared-memory segment once it is shared.
 
-    __slots__ = ("__weakref__", "_finalizer", "array", "name", "owner")
+    A small anonymous tensor (at most ``PRIVATE_MAX_BYTES``, no name asked for) starts in this
+    process's memory: most are short-lived results that no other process ever sees, and a
+    segment costs far more to create and unlink than the arithmetic on it. Asking for its
+    ``name`` (``carrier.segment_name``, the facet) moves it into a new segment first, once.
+    """
 
-    def __init__(self, shm: shared_memory.SharedMemory, size: int, dtype: cv.DType, owner: bool):
-        self.name: str = shm.name
+    __slots__ = ("__weakref__", "_finalizer", "_lock", "_name", "array", "owner")
+
+    def __init__(self, array: _Array, owner: bool) -> None:
+        self.array = array
         self.owner = owner
-        self.array: _Array = np.ndarray((size,), dtype.numpy, buffer=shm.buf)
+        self._name: str | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def mapped(
+        cls, shm: shared_memory.SharedMemory, size: int, dtype: cv.DType, owner: bool
+    ) -> _Segment:
+        """The handle of an open segment (unlinked by its creator when the handle goes)."""
+        segment = cls(np.ndarray((size,), dtype.numpy, buffer=shm.buf), owner)
+        segment._adopt(shm)
+        return segment
+
+    def _adopt(self, shm: shared_memory.SharedMemory) -> None:
+        self._name = shm.name
         # Runs on release, on garbage collection, or at interpreter exit, whichever is first.
-        self._finalizer = weakref.finalize(self, _close, shm, owner)
+        self._finalizer = weakref.finalize(self, _close, shm, self.owner)
+
+    @property
+    def name(self) -> str:
+        """The segment's name, creating the segment first for a private tensor."""
+        if self._name is None:
+            with self._lock:
+                if self._name is None:
+                    private = self.array
+                    shm = _create("segment_name", None, max(private.nbytes, 1))
+                    shared: _Array = np.ndarray(private.shape, private.dtype, buffer=shm.buf)
+                    shared[...] = private
+                    self.array = shared
+                    self._adopt(shm)
+        assert self._name is not None  # set above
+        return self._name
 
     def close(self) -> None:
         self.array = np.empty(0, self.array.dtype)  # drop the export before closing
-        self._finalizer()
+        if self._finalizer is not None:
+            self._finalizer()
 
 
 def _strided(flat: _Array, layout: cv.Layout) -> _Array:
@@ -132,6 +189,8 @@ def _strided(flat: _Array, layout: cv.Layout) -> _Array:
 
 class _SharedMemoryStorage(cv.StorageProvider):
     """Storage provider: one named segment per carrier, zero-filled at creation."""
+
+    stable_arrays = False  # a private tensor's array is replaced when it is first shared
 
     def supports_dtype(self, dtype: cv.DType) -> bool:
         return not dtype.is_abstract
@@ -161,18 +220,10 @@ class _SharedMemoryStorage(cv.StorageProvider):
             )
             raise ValueError(msg)
         nbytes = self.physical_size(size, dtype)
-        _check_free(nbytes)
-        from multiprocessing import shared_memory
-
-        shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
-        try:
-            _reserve(shm, nbytes)
-        except BaseException:
-            _close(shm, owner=True)
-            raise
-        _CREATED.add(shm.name)
+        if name is None and nbytes <= PRIVATE_MAX_BYTES:
+            return _Segment(np.zeros(size, dtype.numpy), owner=True)  # shared when first named
         # A new segment reads as zeros: no page is touched to zero-fill it.
-        return _Segment(shm, size, dtype, owner=True)
+        return _Segment.mapped(_create("allocate", name, nbytes), size, dtype, owner=True)
 
     def attach(self, name: str, size: int, dtype: cv.DType) -> _Segment:
         from multiprocessing import resource_tracker, shared_memory
@@ -187,7 +238,7 @@ class _SharedMemoryStorage(cv.StorageProvider):
             shm.close()
             msg = f"attach on SharedMemoryCarrier: segment {name!r} is smaller than {size} slots"
             raise ValueError(msg)
-        return _Segment(shm, size, dtype, owner=False)
+        return _Segment.mapped(shm, size, dtype, owner=False)
 
     def release(self, handle: _Segment) -> None:
         handle.close()
