@@ -462,9 +462,13 @@ class BlockDevice:
             self._write_blocks(inner_end, data[inner_end - start :])
 
     def _write_whole(self, start: int, data: memoryview) -> None:
-        address = np.frombuffer(data, np.uint8).ctypes.data if len(data) else 0
-        if not self._direct or address % _MEMORY_ALIGN == 0:
-            # Buffered I/O takes any memory; only O_DIRECT needs an aligned source.
+        # Buffered I/O takes any memory; only O_DIRECT needs an aligned source (the address is
+        # looked up only then: through ndarray.ctypes it cost 6% of a buffered 256 MiB move).
+        if not self._direct or (
+            np.frombuffer(data, np.uint8).__array_interface__["data"][0] % _MEMORY_ALIGN == 0
+            if len(data)
+            else True
+        ):
             self._pwrite_all(data, self._base + start)
             return
         bounce = aligned_bytes(min(len(data), CHUNK_BYTES), _MEMORY_ALIGN)
