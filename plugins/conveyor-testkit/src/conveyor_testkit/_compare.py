@@ -119,10 +119,15 @@ def accumulation_tolerance(
 
 
 def tolerance(
-    plan: OperationPlan, output: int, operands: Sequence[_Array], accumulation: bool = False
+    plan: OperationPlan,
+    output: int,
+    operands: Sequence[_Array],
+    accumulation: bool = False,
+    expected: _Array | None = None,
 ) -> Tolerance:
     """The tolerance for output ``output`` of ``plan`` given the tensor ``operands``;
-    ``accumulation``: the case is an accumulation case (module docstring)."""
+    ``accumulation``: the case is an accumulation case (module docstring); ``expected``: the
+    oracle's output, whose magnitude also scales a sum's bound (below)."""
     dtype = plan.outputs[output]
     if not (dtype.is_floating or dtype.is_complex):
         return Tolerance()
@@ -139,6 +144,10 @@ def tolerance(
             return Tolerance(4 * eps + 2 * terms * acc_eps, 4 * tiny)
         magnitudes = [_largest(a) for a in operands]
         scale = math.prod(magnitudes[:2]) if name in _CONTRACTIONS else max([*magnitudes, 0.0])
+        if name in _SUMS and expected is not None:
+            # Same-sign terms (a broadcast operand is one value repeated) make every partial
+            # sum as large as the result, and a sequential sum's error grows with them.
+            scale = max(scale, _largest(expected))
         return Tolerance(4 * eps, 2 * terms * acc_eps * scale + 4 * tiny)
     if name in _TRANSCENDENTAL or plan.compute.is_complex:
         scale = max([_largest(a) for a in operands] + [1.0]) if plan.compute.is_complex else 1.0

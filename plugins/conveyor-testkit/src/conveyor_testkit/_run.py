@@ -145,7 +145,10 @@ def execute(
     name = plan.operation
     inputs = build_operands(cls, plan, case) if inputs is None else inputs
     first = next(t for t in inputs if isinstance(t, cv.Tensor))
-    before = _snapshot(inputs)
+    try:
+        before = _snapshot(inputs)
+    except Exception as exc:
+        raise Raised("reading the operands' values (x.numpy())", exc) from exc
     try:
         with cv.set_grad_enabled(grad):
             operation = first.carrier.dispatch_op(name)
@@ -231,11 +234,8 @@ def check_case(
         return PlanFailure(name, text, label, detail)
     arrays = operand_arrays(case)
     for i, (g, w) in enumerate(zip(got, expected, strict=True)):
-        mismatch = compare(
-            g,
-            w.astype(g.dtype) if independent else w,
-            tolerance(plan, i, arrays, case.accumulation),
-        )
+        want = w.astype(g.dtype) if independent else w
+        mismatch = compare(g, want, tolerance(plan, i, arrays, case.accumulation, want))
         if mismatch is not None:
             which = f"output {i}: " if len(got) > 1 else ""
             return PlanFailure(name, text, label, which + mismatch.text, mismatch.max_abs_error)
