@@ -56,13 +56,19 @@ class TestBuilders:
 
 
 class TestViewOperands:
-    @pytest.mark.parametrize("kind", [*LAYOUT_KINDS, VIEW_OP], ids=lambda k: k.name)
-    @pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4), (0, 3)])
+    @pytest.mark.parametrize(
+        ("kind", "shape"),
+        [
+            (kind, shape)
+            for kind in (*LAYOUT_KINDS, VIEW_OP)
+            for shape in [(), (5,), (3, 4), (2, 3, 4), (0, 3)]
+            if applies(kind, [np.zeros(shape)])
+        ],
+        ids=lambda v: v.name if isinstance(v, ViewKind) else str(v),
+    )
     def test_views_hold_the_logical_values(self, kind: ViewKind, shape: tuple[int, ...]) -> None:
         """Every view kind gives a tensor whose values are those the kind promises."""
         values = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
-        if not applies(kind, [values]):
-            pytest.skip(f"{kind.name} does not apply to shape {shape}")
 
         def make(v: np.ndarray, dtype: cv.DType) -> cv.Tensor:
             return cv.tensor(v, dtype=dtype, carrier="cpu")
