@@ -18,7 +18,15 @@ carrier in a subprocess. Every carrier computes through Generic and then breaks 
 - ``broken_large``: ``add`` is wrong only past 64 elements (a broken vector tail);
 - ``broken_gradient``: ``mul``'s backward doubles the gradient;
 - ``broken_indexing``: span export ignores the layout's offset (``x[1]`` reads row 0);
-- ``broken_moves``: its route to CPU flips the lowest bit of the last element.
+- ``broken_moves``: its route to CPU flips the lowest bit of the last element;
+- ``broken_ignores_layout``: ``add`` reads each operand's storage from slot 0 as if contiguous,
+  ignoring the offset and strides (``a[1:] + 1.0`` is wrong);
+- ``broken_past_largest``: ``add`` is wrong only past 4097 elements (the old largest case);
+- ``broken_first_tile``: float ``matmul`` sums only the first 8 terms of the inner extent;
+- ``broken_half_accumulator``: float32 ``reduce_sum`` of over 64 terms accumulates in float16;
+- ``broken_stale``: ``neg`` returns results cached by operand identity, stale after a write;
+- ``broken_grad_mode``: ``mul`` moves one ulp when an operand requires grad;
+- ``broken_unsigned_zero``: ``neg(0.0)`` gives ``+0.0``.
 
 Every carrier above also implements the view names, ``backward`` (the central VJP over its own
 kernels) and span-copy routes to and from CPU, so what fails is its defect and its consequences.
@@ -124,10 +132,8 @@ class _ViaGeneric(cv.Operation):
         name = self._operation_name
         assert name is not None
         moved = [
-            cv.tensor(x.numpy(), dtype=x.dtype, carrier="generic")
-            if isinstance(x, cv.Tensor)
-            else x
-            for x in inputs
+            cv.tensor(v, dtype=x.dtype, carrier="generic") if isinstance(x, cv.Tensor) else x
+            for v, x in zip(self._operands(inputs), inputs, strict=True)
         ]
         first = next(x for x in moved if isinstance(x, cv.Tensor))
         result = cv.execute_lowered(first.carrier.dispatch_op(name), *moved, options=options)
@@ -138,6 +144,14 @@ class _ViaGeneric(cv.Operation):
             for out in outputs
         )
         return back if isinstance(result, tuple) else back[0]
+
+    def _operands(self, inputs: tuple[Any, ...]) -> list[Any]:
+        """The operand values the call computes with: each tensor's values (through its
+        layout), the rest as they are."""
+        return [self._operand(x) if isinstance(x, cv.Tensor) else x for x in inputs]
+
+    def _operand(self, x: cv.Tensor) -> np.ndarray[Any, Any]:
+        return np.asarray(x.numpy())
 
     def _adjust(self, values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return values
@@ -294,6 +308,150 @@ class BrokenMoves(_Store):
     pass
 
 
+class _IgnoresLayout(_ViaGeneric):
+    """Reads each operand's storage handle from slot 0 as if it were contiguous."""
+
+    def _operand(self, x: cv.Tensor) -> np.ndarray[Any, Any]:
+        store: Any = x.carrier
+        return np.asarray(store._array[: x.size]).reshape(x.shape)
+
+
+class IgnoresLayout(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _IgnoresLayout() if operation_name == "add" else super()._dispatch_op(operation_name)
+
+
+class _WrongPastLargest(_ViaGeneric):
+    """Right for up to 4097 elements (the old kit's largest case); past that adds one."""
+
+    def _adjust(self, values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        if values.size > 4097:
+            flat = values.reshape(-1).copy()
+            with np.errstate(all="ignore"):
+                flat[4097:] = flat[4097:] + np.ones((), values.dtype)
+            return flat.reshape(values.shape)
+        return values
+
+
+class WrongPastLargest(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name == "add":
+            return _WrongPastLargest()
+        return super()._dispatch_op(operation_name)
+
+
+class _FirstTileOnly(_ViaGeneric):
+    """matmul that sums only the first 8 terms of the inner extent (one "tile")."""
+
+    def _operands(self, inputs: tuple[Any, ...]) -> list[Any]:
+        a, b = super()._operands(inputs)
+        if a.shape[-1] > 8:
+            a = a[..., :8]
+            b = b[:8] if b.ndim == 1 else b[..., :8, :]
+        return [a, b]
+
+
+class FirstTileOnly(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name == "matmul":
+            return _FirstTileOnly()
+        return super()._dispatch_op(operation_name)
+
+
+def _half_pairwise(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Pairwise sums of each row, every partial sum rounded to float16."""
+    values = rows.astype(np.float16)
+    while values.shape[-1] > 1:
+        if values.shape[-1] % 2:
+            values = np.concatenate([values, np.zeros((*values.shape[:-1], 1), np.float16)], -1)
+        values = (values[..., 0::2] + values[..., 1::2]).astype(np.float16)
+    return values[..., 0]
+
+
+class _HalfAccumulator(_ViaGeneric):
+    """float32 reduce_sum whose long sums (over 64 terms, a "blocked fast path") accumulate
+    pairwise in float16 instead of the plan's float32."""
+
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
+        (x,) = inputs
+        values = np.asarray(x.numpy())
+        axis = getattr(options, "axis", None)
+        axes = tuple(range(values.ndim)) if axis is None else np.atleast_1d(axis).tolist()
+        axes = tuple(a % values.ndim for a in axes) if values.ndim else ()
+        terms = int(np.prod([values.shape[a] for a in axes])) if axes else 1
+        if terms <= 64 or values.size == 0:
+            return super()._forward(*inputs, options=options)
+        kept = [a for a in range(values.ndim) if a not in axes]
+        rows = np.transpose(values, kept + list(axes)).reshape(-1, terms)
+        sums = _half_pairwise(rows).astype(values.dtype)
+        shape = [values.shape[a] for a in kept]
+        if getattr(options, "keepdims", False):
+            shape = [1 if a in axes else values.shape[a] for a in range(values.ndim)]
+        cls = type(self._dispatch_carrier)
+        return cv.tensor(sums.reshape(shape), dtype=x.dtype, carrier=cls)
+
+
+class HalfAccumulator(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        if operation_name == "reduce_sum":
+            return _HalfAccumulator()
+        return super()._dispatch_op(operation_name)
+
+
+# (operation name, operand carriers and layouts) -> (the carriers, kept so that their ids are
+# never reused, and the results): a cache that never looks at the operands' versions.
+_RESULTS: dict[Any, Any] = {}
+
+
+class _Stale(_ViaGeneric):
+    """Remembers each call's results by its operands' identity and returns them again."""
+
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
+        tensors = [x for x in inputs if isinstance(x, cv.Tensor)]
+        key = (self._operation_name, tuple((id(x.carrier), x.layout) for x in tensors))
+        if key not in _RESULTS:
+            result = super()._forward(*inputs, options=options)
+            _RESULTS[key] = ([x.carrier for x in tensors], np.array(result.numpy()))
+        values = _RESULTS[key][1]
+        return cv.tensor(values, dtype=tensors[0].dtype, carrier=type(self._dispatch_carrier))
+
+
+class Stale(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _Stale() if operation_name == "neg" else super()._dispatch_op(operation_name)
+
+
+class _GradModeDrift(_ViaGeneric):
+    """mul whose result moves one ulp up when an operand requires grad (a separate "saving"
+    kernel that rounds differently)."""
+
+    def _forward(self, *inputs: Any, options: cv.OperationExecutionOptions | None) -> Any:
+        result = super()._forward(*inputs, options=options)
+        if not any(isinstance(x, cv.Tensor) and x.requires_grad for x in inputs):
+            return result
+        values = np.array(result.numpy())
+        with np.errstate(all="ignore"):
+            values = np.nextafter(values, np.inf).astype(values.dtype)
+        return cv.tensor(values, dtype=result.dtype, carrier=type(self._dispatch_carrier))
+
+
+class GradModeDrift(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _GradModeDrift() if operation_name == "mul" else super()._dispatch_op(operation_name)
+
+
+class _ZeroMinus(_ViaGeneric):
+    """neg as ``0 - x``: right everywhere except that ``neg(0.0)`` is ``+0.0``."""
+
+    def _adjust(self, values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return np.where(values == 0, np.zeros((), values.dtype), values).astype(values.dtype)
+
+
+class UnsignedZero(_Store):
+    def _dispatch_op(self, operation_name: str) -> cv.Operation:
+        return _ZeroMinus() if operation_name == "neg" else super()._dispatch_op(operation_name)
+
+
 def _flip_last(source: cv.Tensor, destination: type[cv.Carrier], **options: Any) -> cv.Tensor:
     values = np.ascontiguousarray(source.numpy()).copy()
     if values.size:
@@ -348,6 +506,28 @@ cv.register_operation_capabilities(
     ],
 )
 cv.register_operation_capabilities(BrokenIndexing, _FLOAT_NEG)
+_FLOAT_ADDS = [
+    cv.OperationCapability.from_plan(cv.resolve_plan("add", a, b)) for a, b in _FLOAT_PAIRS
+]
+cv.register_operation_capabilities(IgnoresLayout, _FLOAT_ADDS)
+cv.register_operation_capabilities(WrongPastLargest, _FLOAT_ADDS)
+cv.register_operation_capabilities(
+    FirstTileOnly,
+    [cv.OperationCapability.from_plan(cv.resolve_plan("matmul", a, b)) for a, b in _FLOAT_PAIRS],
+)
+cv.register_operation_capabilities(
+    HalfAccumulator, [cv.OperationCapability.from_plan(cv.resolve_plan("reduce_sum", cv.float32))]
+)
+cv.register_operation_capabilities(Stale, _FLOAT_NEG)
+cv.register_operation_capabilities(
+    GradModeDrift,
+    [
+        cv.OperationCapability.from_plan(p)
+        for p in enumerate_plans("mul")
+        if p.compute in _FLOATS and all(o.dtype in _FLOATS for o in p.operands if not o.weak)
+    ],
+)
+cv.register_operation_capabilities(UnsignedZero, _FLOAT_NEG)
 cv.register_operation_capabilities(BrokenMoves, _FLOAT_NEG)
 
 
@@ -367,6 +547,13 @@ def conveyor_carriers() -> Mapping[str, type]:
         "broken_gradient": WrongGradient,
         "broken_indexing": BrokenIndexing,
         "broken_moves": BrokenMoves,
+        "broken_ignores_layout": IgnoresLayout,
+        "broken_past_largest": WrongPastLargest,
+        "broken_first_tile": FirstTileOnly,
+        "broken_half_accumulator": HalfAccumulator,
+        "broken_stale": Stale,
+        "broken_grad_mode": GradModeDrift,
+        "broken_unsigned_zero": UnsignedZero,
     }
 
 

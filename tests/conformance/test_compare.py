@@ -6,6 +6,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor_testkit._compare import Tolerance, compare, tolerance
+from conveyor_testkit._inputs import cases_for
 
 
 class TestCompare:
@@ -60,3 +61,49 @@ class TestTolerance:
         total = tolerance(cv.resolve_plan("reduce_sum", cv.float32), 0, [x])
         assert exp.rtol > add.rtol
         assert total.atol > add.atol
+
+
+def _half_sums(rows: np.ndarray) -> np.ndarray:
+    """Pairwise sums of each row with every partial sum rounded to float16."""
+    values = rows.astype(np.float16)
+    while values.shape[-1] > 1:
+        if values.shape[-1] % 2:
+            values = np.concatenate([values, np.zeros((*values.shape[:-1], 1), np.float16)], -1)
+        values = (values[..., 0::2] + values[..., 1::2]).astype(np.float16)
+    return values[..., 0]
+
+
+class TestAccumulationBound:
+    def _case(self, dtype: cv.DType) -> tuple[cv.OperationPlan, np.ndarray, Tolerance]:
+        plan = cv.resolve_plan("reduce_sum", dtype)
+        (case,) = [c for c in cases_for(plan) if c.accumulation]
+        (x,) = case.operands
+        return plan, x, tolerance(plan, 0, [x], accumulation=True)
+
+    def test_float32_accumulation_in_any_order_passes(self) -> None:
+        """Sequential and NumPy's pairwise float32 sums both lie within the float32 bound."""
+        for dtype in (cv.float32, cv.float16):
+            _, x, tol = self._case(dtype)
+            exact = x.astype(np.float64).sum(axis=-1).astype(x.dtype)
+            sequential = np.add.accumulate(x.astype(np.float32), axis=-1)[:, -1]
+            assert compare(sequential.astype(x.dtype), exact, tol) is None
+            assert compare(x.sum(axis=-1, dtype=np.float32).astype(x.dtype), exact, tol) is None
+
+    def test_float16_accumulation_fails_for_a_float32_accumulator(self) -> None:
+        """Pairwise or sequential float16 sums fail, for float32 and float16 operands alike."""
+        for dtype in (cv.float32, cv.float16):
+            plan, x, tol = self._case(dtype)
+            assert plan.accumulator_dtype is cv.float32
+            exact = x.astype(np.float64).sum(axis=-1).astype(x.dtype)
+            sequential = np.add.accumulate(x.astype(np.float16), axis=-1, dtype=np.float16)
+            assert compare(sequential[:, -1].astype(x.dtype), exact, tol) is not None
+            assert compare(_half_sums(x).astype(x.dtype), exact, tol) is not None
+
+    def test_signed_zero_is_exact_for_neg_only_where_asked(self) -> None:
+        """neg's tolerance checks the sign of zero; add's does not."""
+        neg = tolerance(cv.resolve_plan("neg", cv.float32), 0, [])
+        add = tolerance(cv.resolve_plan("add", cv.float32, cv.float32), 0, [])
+        got, want = np.array([0.0], np.float32), np.array([-0.0], np.float32)
+        mismatch = compare(got, want, neg)
+        assert mismatch is not None and "wrong sign of zero" in mismatch.text
+        assert compare(got, want, add) is None

@@ -8,6 +8,14 @@ import pytest
 import conveyor as cv
 from conveyor.types.policy import enumerate_plans, registered_operations
 from conveyor_testkit._inputs import BUILDERS, cases_for, options_for, plan_text
+from conveyor_testkit._views import (
+    LAYOUT_KINDS,
+    VIEW_OP,
+    ViewKind,
+    applies,
+    view_tensor,
+    view_values,
+)
 
 
 class TestBuilders:
@@ -45,3 +53,35 @@ class TestBuilders:
         """Elementwise cases include a 0-sized and a broadcasting call."""
         labels = [c.label for c in cases_for(cv.resolve_plan("add", cv.int8, cv.int8))]
         assert "0-sized" in labels and "broadcast" in labels
+
+
+class TestViewOperands:
+    @pytest.mark.parametrize(
+        ("kind", "shape"),
+        [
+            (kind, shape)
+            for kind in (*LAYOUT_KINDS, VIEW_OP)
+            for shape in [(), (5,), (3, 4), (2, 3, 4), (0, 3)]
+            if applies(kind, [np.zeros(shape)])
+        ],
+        ids=lambda v: v.name if isinstance(v, ViewKind) else str(v),
+    )
+    def test_views_hold_the_logical_values(self, kind: ViewKind, shape: tuple[int, ...]) -> None:
+        """Every view kind gives a tensor whose values are those the kind promises."""
+        values = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+        def make(v: np.ndarray, dtype: cv.DType) -> cv.Tensor:
+            return cv.tensor(v, dtype=dtype, carrier="cpu")
+
+        x = view_tensor(kind, True, values, cv.float32, make)
+        np.testing.assert_array_equal(x.numpy(), view_values(kind, True, values))
+        if kind.name in ("offset", "negative-step") and values.size > 1:
+            assert x.layout.offset > 0
+
+    def test_broadcast_view_has_a_zero_stride(self) -> None:
+        """The broadcast kind reads the first operand with stride 0 along its first long axis."""
+        values = np.arange(12, dtype=np.float32).reshape(3, 4)
+        make = lambda v, d: cv.tensor(v, dtype=d, carrier="cpu")  # noqa: E731
+        x = view_tensor(LAYOUT_KINDS[3], True, values, cv.float32, make)
+        assert x.layout.strides[0] == 0
+        np.testing.assert_array_equal(x.numpy(), np.broadcast_to(values[:1], (3, 4)))

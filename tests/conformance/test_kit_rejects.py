@@ -23,6 +23,13 @@ _RUNS: dict[str, list[str]] = {
     "gradient": ["--conveyor-carrier=broken_gradient"],
     "indexing": ["--conveyor-carrier=broken_indexing"],
     "moves": ["--conveyor-carrier=broken_moves"],
+    "ignores_layout": ["--conveyor-carrier=broken_ignores_layout"],
+    "past_largest": ["--conveyor-carrier=broken_past_largest"],
+    "first_tile": ["--conveyor-carrier=broken_first_tile"],
+    "half_accumulator": ["--conveyor-carrier=broken_half_accumulator"],
+    "stale": ["--conveyor-carrier=broken_stale"],
+    "grad_mode": ["--conveyor-carrier=broken_grad_mode"],
+    "unsigned_zero": ["--conveyor-carrier=broken_unsigned_zero"],
     "unknown": ["--conveyor-carrier=no_such_carrier"],
     "unset": ["-rs"],
 }
@@ -131,3 +138,83 @@ class TestCommonVendorMistakesAreRejected:
         for text in _REJECTED[run_id]:
             assert text in summary, summary[-4000:]
         assert "result: DOES NOT CONFORM" in summary
+
+
+def _rejected(run: KitRun) -> str:
+    """The summary of a run that must have failed the kit."""
+    summary = run.summary()
+    assert run.returncode == 1, run.output[-4000:]
+    assert "result: DOES NOT CONFORM" in summary
+    return summary
+
+
+class TestBreaksTheOldKitMissedAreCaught:
+    """Issue 22, item 5: breaks that passed the whole kit before it fed views, long operands,
+    long inner extents, accumulation cases, writes and requires_grad operands."""
+
+    def test_kernel_ignoring_offset_and_strides_fails_on_view_operands(
+        self, kit_runs: dict[str, KitRun]
+    ) -> None:
+        """An add that reads its operands' storage from slot 0 passes every contiguous case and
+        fails on offset views and on results of view operations."""
+        summary = _rejected(kit_runs["ignores_layout"])
+        assert "FAILED TestViewOperandsMatchTheOracle::test_view_operands_of_name_match[add]" in (
+            summary
+        )
+        assert "[case 4x5, offset view (3 slots into its buffer)]" in summary
+        assert "test_view_operation_results_of_name_match[add]" in summary
+        assert "FAILED plans of add" not in summary  # contiguous operands alone never showed it
+
+    def test_error_only_past_4097_elements_fails_at_65537(
+        self, kit_runs: dict[str, KitRun]
+    ) -> None:
+        """An add wrong only past the old largest case fails at n=65537, at element 4097."""
+        summary = _rejected(kit_runs["past_largest"])
+        assert "add(input: float32, other: float32) -> float32 [case n=65537]" in summary
+        assert "first at (4097,)" in summary
+
+    def test_matmul_wrong_past_inner_extent_8_fails_at_inner_64(
+        self, kit_runs: dict[str, KitRun]
+    ) -> None:
+        """A matmul that sums only its first tile of 8 inner terms fails the inner-64 case."""
+        summary = _rejected(kit_runs["first_tile"])
+        assert "FAILED plans of matmul: 4 of 4 checked" in summary
+        assert "[case inner 64: 3x64 @ 64x5]" in summary
+
+    def test_float16_accumulation_of_float32_sum_fails_the_accumulator_bound(
+        self, kit_runs: dict[str, KitRun]
+    ) -> None:
+        """A float32 reduce_sum accumulating pairwise in float16 fails the accumulation case,
+        whose bound comes from the plan's float32 accumulator."""
+        summary = _rejected(kit_runs["half_accumulator"])
+        assert "FAILED plans of reduce_sum: 1 of 1 checked" in summary
+        plan = "reduce_sum(input: float32) -> float32 [accumulator float32]"
+        assert f"{plan} [case accumulation 16x4097 axis=1 (half the rows cancelling)]" in summary
+        assert "elements outside rtol=4.77e-07, atol=0.000995" in summary
+
+    def test_stale_cached_results_after_a_write_fail_the_recompute(
+        self, kit_runs: dict[str, KitRun]
+    ) -> None:
+        """A neg that returns results cached by operand identity fails after x[...] = new."""
+        summary = _rejected(kit_runs["stale"])
+        check = "TestRecomputeAfterWrite::test_fresh_dispatch_after_write_sees_new_values[neg]"
+        assert f"FAILED {check}" in summary
+        assert "[case 4x5, recomputed after x[...] = new values]" in summary
+        assert "FAILED plans of neg" not in summary
+
+    def test_results_changed_by_requires_grad_fail(self, kit_runs: dict[str, KitRun]) -> None:
+        """A mul one ulp off when an operand requires grad fails the requires_grad check."""
+        summary = _rejected(kit_runs["grad_mode"])
+        check = "TestRequiresGradLeavesResultsUnchanged::test_requires_grad_operands_give_the"
+        assert f"FAILED {check}_same_results[mul]" in summary
+        assert "differ from the same call without requires_grad" in summary
+        assert "FAILED plans of mul" not in summary
+
+    def test_neg_of_zero_giving_plus_zero_fails_the_sign_check(
+        self, kit_runs: dict[str, KitRun]
+    ) -> None:
+        """A neg computed as 0 - x (neg(0.0) == +0.0) fails: neg's sign of zero is exact."""
+        summary = _rejected(kit_runs["unsigned_zero"])
+        assert "FAILED plans of neg: 2 of 2 checked" in summary
+        assert "elements have the wrong sign of zero" in summary
+        assert "got 0.0, expected -0.0" in summary

@@ -283,3 +283,12 @@ class TestTransfers:
         back = move(on_cpu, "shm")
         assert type(back.carrier) is SharedMemoryCarrier
         assert back.numpy().tolist() == [[1.0, 3.0], [2.0, 4.0]]
+
+
+class TestEmptyViews:
+    def test_reversed_view_of_an_empty_tensor_reads_and_computes(self) -> None:
+        """An empty view whose offset lies past the segment (``x[:, ::-1]`` of a 0x3 tensor)
+        reads as empty and computes, as on CPU (the kit's negative-step views found this)."""
+        x = cv.zeros((0, 3), dtype=cv.float32, carrier="shm")[:, ::-1]
+        assert x.layout.offset == 2 and x.numpy().shape == (0, 3)
+        assert (-x).numpy().shape == (0, 3)

@@ -177,6 +177,11 @@ class _Segment:
 
 
 def _strided(flat: _Array, layout: cv.Layout) -> _Array:
+    """The NumPy view of ``layout`` over the segment's flat array."""
+    if layout.size == 0:
+        # An empty view may keep an offset past the end (``x[:, ::-1]`` of a 0x3 tensor), which
+        # NumPy refuses over a buffer even though no element is read.
+        return np.empty(layout.shape, flat.dtype)
     item = flat.itemsize
     return np.ndarray(
         layout.shape,

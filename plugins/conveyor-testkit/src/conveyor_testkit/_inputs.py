@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -35,11 +35,16 @@ _EDGE_RATE: Final = 0.2
 
 @dataclass(frozen=True)
 class Case:
-    """One generated call: a label for reports, the operands and the option fields."""
+    """One generated call: a label for reports, the operands and the option fields.
+
+    ``accumulation`` marks a case built to measure how a sum was accumulated: its values nearly
+    cancel, and its tolerance comes from the plan's accumulator dtype (``_compare``).
+    """
 
     label: str
     operands: tuple[Any, ...]
     fields: Mapping[str, Any] = field(default_factory=dict)
+    accumulation: bool = False
 
 
 @dataclass
@@ -112,13 +117,32 @@ def _operand(gen: _Gen, index: int, shape: _Shape, profile: str = "general") -> 
     return gen.values(operand.dtype, shape, profile)
 
 
+# Long operands repeat a generated block of this many elements: generating 65537 fresh values
+# per operand for every one of thousands of plans would dominate the kit's time, and a kernel
+# wrong past some element count is wrong on repeated values too. Not a power of two, so the
+# repeats do not line up with chunk or vector boundaries.
+_BLOCK: Final = 4099
+
+
+def _sized(gen: _Gen, index: int, size: int, profile: str = "general") -> Any:
+    """Operand ``index`` as a flat operand of ``size`` elements (long ones repeat a block)."""
+    if size <= _BLOCK:
+        return _operand(gen, index, (size,), profile)
+    block = _operand(gen, index, (_BLOCK,), profile)
+    return np.resize(block, size) if isinstance(block, np.ndarray) else block
+
+
 def _profile(name: str, role: str) -> str:
     if name == "pow" and role == "other":
         return "small"  # exponents: integer powers of extremes are still exercised via input
     return "general"
 
 
-SIZES: Final = (1, 7, 64, 65, 1000, 4097)
+LARGE: Final = 65537
+"""The largest flat size: past 2**16 elements and, for 4-byte dtypes, past the 256 KiB where
+allocators switch to pooled or mapped buffers."""
+
+SIZES: Final = (1, 7, 64, 65, 1000, 4097, LARGE)
 """Flat operand sizes every elementwise plan and every reduction runs at."""
 
 
@@ -135,12 +159,14 @@ def _elementwise(gen: _Gen) -> list[Case]:
     ]
     # Flat sizes around typical SIMD widths and chunk boundaries: a kernel that is wrong only
     # past 64 elements (or only in a vector tail) fails here.
-    layouts += [(f"n={size}", [(size,)] * n) for size in SIZES]
     extra = _UNARY_OPTIONS.get(name, {})
     cases = []
     for label, shapes in layouts:
         operands = tuple(_operand(gen, i, shapes[i], _profile(name, roles[i])) for i in range(n))
         cases.append(Case(label, operands))
+    for size in SIZES:
+        operands = tuple(_sized(gen, i, size, _profile(name, roles[i])) for i in range(n))
+        cases.append(Case(f"n={size}", operands))
     if extra:
         operands = tuple(_operand(gen, i, (4, 5)) for i in range(n))
         cases.append(Case(f"4x5 {_show(extra)}", operands, extra))
@@ -172,8 +198,52 @@ def _reduction(gen: _Gen) -> list[Case]:
         ]
     # Long products overflow in an order-dependent way (inf or nan), so they stop at 65.
     sizes = [n for n in SIZES if n <= 65] if name == "reduce_prod" else SIZES
-    layouts += [(f"n={size}", (size,), {}) for size in sizes]
-    return [Case(label, (_operand(gen, 0, shape),), fields) for label, shape, fields in layouts]
+    cases = [Case(label, (_operand(gen, 0, shape),), fields) for label, shape, fields in layouts]
+    cases += [Case(f"n={size}", (_sized(gen, 0, size),)) for size in sizes]
+    if name in ("reduce_sum", "cumsum"):
+        cases += _accumulation(gen)
+    return cases
+
+
+# Terms summed per result by an accumulation case: enough that a narrow accumulator's rounding
+# shows clearly above a correct one's (their gap shrinks like the square root of the count).
+_ACCUMULATED: Final = 4097
+# Results per accumulation case: half of them plain sums, half cancelling ones. Several of each,
+# so that no single lucky rounding can hide a narrow accumulator.
+_ROWS: Final = 16
+
+
+def _float_dtype(dtype: cv.DType | None) -> cv.DType | None:
+    return dtype if dtype is not None and (dtype.is_floating or dtype.is_complex) else None
+
+
+def _halves(
+    gen: _Gen, dtype: cv.DType, rows: int, terms: int, sign: int, order: _Array | None = None
+) -> _Array:
+    """``rows`` x ``terms`` small values whose second half is ``sign`` times the first half
+    shuffled by ``order`` (a random one by default; a zero in the middle when ``terms`` is odd):
+    with ``sign=-1`` each row sums to exactly zero, after its partial sums grew to the size of
+    a half's sum."""
+    half = terms // 2
+    first = gen.values(dtype, (rows, half), "small")
+    order = gen.rng.permutation(half) if order is None else order
+    middle = np.zeros((rows, terms - 2 * half), first.dtype)
+    second = first[:, order] if sign > 0 else -first[:, order]
+    return np.concatenate([first, middle, second], axis=1)
+
+
+def _accumulation(gen: _Gen) -> list[Case]:
+    """Long sums along the last axis, compared within a bound from the accumulator dtype: half
+    of the rows random (a result rounded from a narrower dtype is off), half cancelling exactly
+    (a float16 output cannot hide a float16 accumulator's rounding behind its own)."""
+    dtype = _float_dtype(gen.plan.operands[0].dtype)
+    if dtype is None:
+        return []  # integer and bool sums are compared exactly anyway
+    plain = gen.values(dtype, (_ROWS // 2, _ACCUMULATED), "small")
+    cancelling = _halves(gen, dtype, _ROWS - _ROWS // 2, _ACCUMULATED, -1)
+    values = np.concatenate([plain, cancelling])
+    label = f"accumulation {_ROWS}x{_ACCUMULATED} axis=1 (half the rows cancelling)"
+    return [Case(label, (values,), {"axis": 1}, accumulation=True)]
 
 
 def _sort(gen: _Gen) -> list[Case]:
@@ -202,11 +272,35 @@ def _matmul(gen: _Gen) -> list[Case]:
         ("vector 4 @ 4x2", (4,), (4, 2)),
         ("0-sized 0x4 @ 4x2", (0, 4), (4, 2)),
         ("empty inner 3x0 @ 0x2", (3, 0), (0, 2)),
+        # Inner extents around and past the tile and vector widths kernels block by (a kernel
+        # that drops the terms past its first tile fails at 64), outer extents past them too.
+        ("inner 1: 5x1 @ 1x3", (5, 1), (1, 3)),
+        ("inner 7: 4x7 @ 7x3", (4, 7), (7, 3)),
+        ("inner 64: 3x64 @ 64x5", (3, 64), (64, 5)),
+        ("inner 300: 70x300 @ 300x40", (70, 300), (300, 40)),
     ]
-    return [
+    cases = [
         Case(label, (_operand(gen, 0, a, "finite"), _operand(gen, 1, b, "finite")))
         for label, a, b in layouts
     ]
+    return cases + _matmul_accumulation(gen)
+
+
+def _matmul_accumulation(gen: _Gen) -> list[Case]:
+    """``8x300 @ 300x8`` within a bound from the accumulator dtype: the inner halves of both
+    operands repeat shuffled, negated in the last four columns of the right one, whose results
+    cancel exactly; the other four are plain dot products."""
+    left_type, right_type = (_float_dtype(o.dtype) for o in gen.plan.operands)
+    if left_type is None or right_type is None:
+        return []
+    # The same shuffle on both sides, so the second half's products are the first half's.
+    order = gen.rng.permutation(150)
+    left = _halves(gen, left_type, 8, 300, 1, order)
+    plain = gen.values(right_type, (4, 300), "small")
+    cancelling = _halves(gen, right_type, 4, 300, -1, order)
+    right = np.concatenate([plain, cancelling]).T.copy()
+    label = "accumulation 8x300 @ 300x8 (half the results cancelling)"
+    return [Case(label, (left, right), accumulation=True)]
 
 
 def _conv(gen: _Gen) -> list[Case]:
@@ -379,7 +473,7 @@ def cases_for(plan: OperationPlan, seed: int = 0) -> list[Case]:
     accumulator = _accumulator_field(plan)
     cases = builder(gen)
     if accumulator:
-        cases = [Case(c.label, c.operands, {**c.fields, **accumulator}) for c in cases]
+        cases = [replace(c, fields={**c.fields, **accumulator}) for c in cases]
     return cases
 
 

@@ -11,6 +11,7 @@ an input.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,17 @@ from conveyor_testkit._reference import reference
 from conveyor_testkit._surface import Surface
 from conveyor_testkit._target import make_tensor
 
-__all__ = ["PlanFailure", "check_plan", "describe_error"]
+__all__ = [
+    "Build",
+    "PlanFailure",
+    "Raised",
+    "Run",
+    "build_operands",
+    "check_case",
+    "check_plan",
+    "describe_error",
+    "execute",
+]
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,11 @@ class PlanFailure:
         return f"{self.plan} [case {self.case}]: {self.detail}"
 
 
-class _Raised(Exception):
+Build = Callable[[int, Any, cv.DType | None], Any]
+"""How a check builds operand ``index`` from its array and dtype (a view, a grad leaf...)."""
+
+
+class Raised(Exception):
     """One side raised while executing a case; carries the original exception."""
 
     def __init__(self, stage: str, error: BaseException) -> None:
@@ -101,25 +116,45 @@ def _aliases(inputs: list[Any], outputs: tuple[Any, ...]) -> list[str]:
     ]
 
 
-def _execute(cls: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[Any, ...]:
-    """Run ``case`` on ``cls``: the output arrays, after checking metadata, result dtypes, that
-    the inputs were left alone and that no result aliases an input."""
-    name = plan.operation
+def build_operands(
+    cls: type[cv.Carrier], plan: OperationPlan, case: Case, build: Build | None = None
+) -> list[Any]:
+    """The call's operands: tensors of ``cls`` for arrays (``build(index, array, dtype)`` when
+    given, else ``cv.tensor``), the case's scalars and ``None`` as they are."""
+    make = build or (lambda _, v, dtype: make_tensor(cls, v, dtype))
     try:
-        inputs = [
-            make_tensor(cls, v, o.dtype) if isinstance(v, np.ndarray) else v
-            for v, o in zip(case.operands, plan.operands, strict=True)
+        return [
+            make(i, v, o.dtype) if isinstance(v, np.ndarray) else v
+            for i, (v, o) in enumerate(zip(case.operands, plan.operands, strict=True))
         ]
     except Exception as exc:
-        raise _Raised("building the operands with cv.tensor", exc) from exc
+        raise Raised("building the operands", exc) from exc
+
+
+def execute(
+    cls: type[cv.Carrier],
+    plan: OperationPlan,
+    case: Case,
+    inputs: list[Any] | None = None,
+    grad: bool = False,
+) -> tuple[Any, ...]:
+    """Run ``case`` on ``cls`` (on ``inputs`` when given, else freshly built ones): the output
+    arrays, after checking metadata, result dtypes, that the inputs were left alone and that no
+    result aliases an input. ``grad``: run with grad mode on instead of under ``no_grad``.
+    """
+    name = plan.operation
+    inputs = build_operands(cls, plan, case) if inputs is None else inputs
     first = next(t for t in inputs if isinstance(t, cv.Tensor))
-    before = _snapshot(inputs)
     try:
-        with cv.no_grad():
+        before = _snapshot(inputs)
+    except Exception as exc:
+        raise Raised("reading the operands' values (x.numpy())", exc) from exc
+    try:
+        with cv.set_grad_enabled(grad):
             operation = first.carrier.dispatch_op(name)
             result = operation.forward(*inputs, options=options_for(plan, case))
     except Exception as exc:
-        raise _Raised("execution", exc) from exc
+        raise Raised("execution", exc) from exc
     outputs = result if isinstance(result, tuple) else (result,)
     problems = _untouched(plan, before) + _aliases(inputs, outputs)
     if operation._operation_name != name or operation._dispatch_carrier_class is not cls:
@@ -134,8 +169,8 @@ def _execute(cls: type[cv.Carrier], plan: OperationPlan, case: Case) -> tuple[An
         if out.dtype is not dtype:
             problems.append(f"output {i} has dtype {out.dtype.name}, the plan says {dtype.name}")
     if problems:
-        raise _Raised("result check", AssertionError("; ".join(problems)))
-    return tuple(np.array(out.numpy()) for out in outputs)
+        raise Raised("result check", AssertionError("; ".join(problems)))
+    return tuple(np.array(out.detach().numpy()) for out in outputs)
 
 
 def _expected(oracle: type[cv.Carrier] | None, plan: OperationPlan, case: Case) -> tuple[Any, ...]:
@@ -145,52 +180,65 @@ def _expected(oracle: type[cv.Carrier] | None, plan: OperationPlan, case: Case) 
     refuses them too, so the kit then asks Generic for the expected refusal.
     """
     if oracle is not None:
-        return _execute(oracle, plan, case)
+        return execute(oracle, plan, case)
     arrays = [v.copy() if isinstance(v, np.ndarray) else v for v in case.operands]
     try:
         return tuple(
             np.asarray(a) for a in reference(plan.operation, plan, dict(case.fields), arrays)
         )
     except Exception as exc:
-        raise _Raised("the NumPy reference", exc) from exc
+        raise Raised("the NumPy reference", exc) from exc
 
 
-def _check_case(
-    target: type[cv.Carrier], oracle: type[cv.Carrier], plan: OperationPlan, case: Case
+Run = Callable[[], tuple[Any, ...]]
+"""Executes a case on the target a check's own way; returns the output arrays (``execute``)."""
+
+
+def check_case(
+    target: type[cv.Carrier],
+    oracle: type[cv.Carrier],
+    plan: OperationPlan,
+    case: Case,
+    run: Run | None = None,
+    label: str | None = None,
 ) -> PlanFailure | None:
+    """The failure of ``case`` on ``target`` against the oracle's result of the same values on
+    fresh contiguous tensors, or ``None``. ``run``: how the target executes it (default: on
+    fresh tensors); ``label``: the case as reports name it (default: its label).
+    """
     text, name = plan_text(plan), plan.operation
+    label = case.label if label is None else label
     independent = target is oracle  # Generic is checked against NumPy, never against itself
     try:
         expected = _expected(None if independent else oracle, plan, case)
-    except _Raised as raised:
+    except Raised as raised:
         expected_error: BaseException | None = raised.error
     else:
         expected_error = None
     try:
-        got = _execute(target, plan, case)
-    except _Raised as raised:
+        got = run() if run is not None else execute(target, plan, case)
+    except Raised as raised:
         if expected_error is not None and isinstance(raised.error, _builtin(expected_error)):
             return None  # both refuse the case the same way
         if independent and expected_error is not None and raised.stage == "execution":
             return None  # the reference cannot compute what Generic refuses
         also = f" (the oracle raised {describe_error(expected_error)})" if expected_error else ""
         detail = f"{raised.stage} raised {describe_error(raised.error)}{also}"
-        return PlanFailure(name, text, case.label, detail)
+        return PlanFailure(name, text, label, detail)
     if expected_error is not None:
         who = "the NumPy reference" if independent else "the Generic oracle"
         detail = (
             f"the carrier returned a result but {who} raised {describe_error(expected_error)}; "
             f"it must refuse the case the same way"
         )
-        return PlanFailure(name, text, case.label, detail)
+        return PlanFailure(name, text, label, detail)
     arrays = operand_arrays(case)
     for i, (g, w) in enumerate(zip(got, expected, strict=True)):
-        mismatch = compare(g, w.astype(g.dtype) if independent else w, tolerance(plan, i, arrays))
+        want = w.astype(g.dtype) if independent else w
+        mismatch = compare(g, want, tolerance(plan, i, arrays, case.accumulation, want))
         if mismatch is not None:
             which = f"output {i}: " if len(got) > 1 else ""
-            return PlanFailure(
-                name, text, case.label, which + mismatch.text, mismatch.max_abs_error
-            )
+            return PlanFailure(name, text, label, which + mismatch.text, mismatch.max_abs_error)
     return None
 
 
@@ -255,7 +303,7 @@ def check_plan(
         if surface is not None and why is not None:
             failure = _check_refused(target, plan, case, surface, why)
         else:
-            failure = _check_case(target, oracle, plan, case)
+            failure = check_case(target, oracle, plan, case)
         if failure is not None:
             return failure
     return None

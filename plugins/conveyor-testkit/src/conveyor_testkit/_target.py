@@ -60,6 +60,7 @@ class Target:
     storable: frozenset[cv.DType] = frozenset()
     hierarchy: tuple[type[cv.Carrier], type[cv.Carrier]] | None = None
     surface: Surface | None = None
+    view_skip: str | None = None  # why results of its view operations cannot be checked
 
     @property
     def title(self) -> str:
@@ -122,6 +123,7 @@ def resolve_target(name: str) -> Target:
         )
         return Target(name, cls, skip=reason)
     capabilities = instance.operation_capabilities()
+    view_skip = _view_problem(instance)
     instance.release()
     return Target(
         name,
@@ -133,7 +135,22 @@ def resolve_target(name: str) -> Target:
         storable=frozenset(d for d in CONCRETE_DTYPES if _allocates(cls, d)),
         hierarchy=hierarchy,
         surface=surface,
+        view_skip=view_skip,
     )
+
+
+def _view_problem(instance: cv.Carrier) -> str | None:
+    """Why the kit cannot take views through the carrier's own view operations, or ``None``
+    (the dispatch contract lets a carrier refuse the view names)."""
+    for name in ("view", "permute"):
+        try:
+            instance.dispatch_op(name)
+        except NotImplementedError as exc:
+            return (
+                f"{type(instance).__name__} does not dispatch {name!r} ({_describe(exc)}); "
+                f"results of its view operations cannot be built"
+            )
+    return None
 
 
 def _composite(name: str) -> tuple[type[cv.Carrier], tuple[type[cv.Carrier], type[cv.Carrier]]]:
