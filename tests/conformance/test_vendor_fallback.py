@@ -146,6 +146,43 @@ def test_plans_the_fallback_does_not_run_are_refused_by_the_gate_before_any_work
     np.testing.assert_array_equal(x.numpy(), _VALUES)
 
 
+class _FloatStorage(_ArrayStorage):
+    """Storage of float32 and float64 only, like the guide's Acme."""
+
+    def supports_dtype(self, dtype: cv.DType) -> bool:
+        return dtype in (cv.float32, cv.float64)
+
+
+class FallsFloats(cv.Carrier):
+    """A float-only vendor with CPU as its fallback."""
+
+
+cv.register_carrier_definition(
+    FallsFloats,
+    cv.CarrierDefinition(
+        storage=_FloatStorage(),
+        kernels=cv.KernelProvider(
+            [cv.KernelPattern(operation="add", kernel=_add, plans=policy_capabilities(["add"]))]
+        ),
+        fallback=CPU,
+    ),
+)
+
+
+def test_fallback_plans_needing_a_dtype_the_storage_lacks_are_refused_by_the_gate() -> None:
+    """A bool result (lt) or an int64 one (argmax) cannot be stored: the gate refuses those
+    plans before any work, while float results of the same fallback run."""
+    x = cv.move(cv.tensor(_VALUES, carrier="cpu"), FallsFloats)
+    caps = cv.definition_capabilities(FallsFloats)
+    assert all(cv.bool not in c.outputs for c in caps.of("lt"))
+    assert caps.of("exp")  # float plans stay
+    for call in (lambda: cv.lt(x, 2.5), lambda: cv.argmax(x, axis=0)):
+        with pytest.raises(cv.UnsupportedOperationPlan, match="FallsFloats"):
+            call()
+    np.testing.assert_allclose(cv.exp(x).numpy(), np.exp(_VALUES), rtol=1e-6)
+    np.testing.assert_array_equal(x.numpy(), _VALUES)
+
+
 @pytest.mark.parametrize(
     "bad", [cv.DependentCarrier, "cpu", object()], ids=["dependent", "name", "object"]
 )

@@ -311,7 +311,11 @@ class _Sealed:
         (a fallback name: the fallback class's plans)."""
         if name in self.fallback_names:
             assert self.fallback is not None  # only a fallback has fallback names
-            return list(_class_capabilities(self.fallback).of(name))
+            return [
+                cap
+                for cap in _class_capabilities(self.fallback).of(name)
+                if self._stores_every_tensor_of(cap)
+            ]
         found = list(self._eager.get(name, ()))
         ruled = self.ruled.get(name)
         if ruled is not None:
@@ -333,6 +337,16 @@ class _Sealed:
             ):
                 return ruled
         return found
+
+    def _stores_every_tensor_of(self, cap: OperationCapability) -> bool:
+        """Whether this class's storage holds every tensor operand and result of ``cap``: a
+        fallback plan that would need another dtype here is not advertised (the gate refuses
+        it) instead of failing at the result's allocation."""
+        storage = self.storage
+        if storage is None:
+            return False
+        dtypes = {*cap.outputs, *(o.dtype for o in cap.operands if o.dtype and not o.weak)}
+        return all(storage.supports_dtype(dtype) for dtype in dtypes)
 
     def fresh(self, cls: type[Carrier], size: int, dtype: DType) -> Carrier:
         """A fresh result carrier of ``cls``: after the first of a dtype (the public
