@@ -1,11 +1,16 @@
-"""Storage of a DaskCarrier: its slots as one chunked dask array persisted on the cluster.
+"""Storage of a DaskCarrier: its slots as one chunked dask array, lazy until something reads it.
 
-A handle keeps ``base``, a dask array whose row-major flattening is the carrier's slots. A
-kernel's result keeps the shape the kernel computed, so the next kernel reads it with its
-natural chunks and no rechunking; data that arrived flat is reshaped once, on first use, and
-kept that way. A tensor's layout (views: permutations, broadcasts, offsets) is turned back into
-dask slicing and transposes of ``base``; only irregular strides fall back to integer indexing.
-Values never pass through the client except when they are read.
+A handle keeps ``base``, a dask array whose row-major flattening is the carrier's slots: data
+stored on the cluster (values sent from this process, persisted results) or, for an
+operation's result, the lazy graph that computes it (``stored`` tells which). ``settle``
+decides when a result is computed before it is read: in eager mode always, else only once its
+graph grows past the layer bound. A kernel's result keeps the shape the kernel computed, so
+the next kernel reads it with its natural chunks and no rechunking; data that arrived flat is
+reshaped once, on first use, and kept that way. A tensor's layout (views: permutations,
+broadcasts, offsets) is turned back into dask slicing and transposes of ``base``; only irregular
+strides fall back to integer indexing. Values never pass through the client except when they
+are read. On Dask's local schedulers
+(``CONVEYOR_DASK_SCHEDULER=threads``) the same graphs run in this process.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "logical",
     "persist",
     "scatter",
+    "settle",
 ]
 
 _Array = np.ndarray[Any, Any]
@@ -43,23 +49,37 @@ _STORABLE: Final = frozenset(d for d in CONCRETE_DTYPES if d is not cv.bfloat16)
 
 
 class Distributed:
-    """Storage handle: ``base`` (a persisted dask array), its dtype, and its chunk limit in bytes.
+    """Storage handle: ``base`` (a dask array), its dtype, and its chunk limit in bytes.
 
-    Mutable on purpose: writes and kernel results replace ``base`` with a new persisted array.
+    Mutable on purpose: writes and kernel results replace ``base`` with a new array, and
+    ``DaskCarrier.persist`` replaces a lazy ``base`` with its computed values (the same values).
     A fresh allocation holds no array at all until something reads it (``base`` is then a lazy
     ``dask.array.zeros``): kernel results replace it at once, so they never pay for the zeros.
+    ``origin`` names the operation whose result ``base`` is, so a failure found when it is
+    computed names that operation; ``stored`` is true once ``base`` holds data rather than a
+    graph still to compute.
     """
 
-    __slots__ = ("__weakref__", "_base", "dtype", "limit", "session", "size")
+    __slots__ = ("__weakref__", "_base", "dtype", "limit", "origin", "session", "size", "stored")
 
     def __init__(
-        self, base: da.Array | None, size: int, dtype: cv.DType, limit: int, session: Any
+        self,
+        base: da.Array | None,
+        size: int,
+        dtype: cv.DType,
+        limit: int,
+        session: Any,
+        *,
+        origin: str = "move",
+        stored: bool = True,
     ) -> None:
         self._base = base
         self.size = size
         self.dtype = dtype
         self.limit = limit
-        self.session: _cluster._Session = session
+        self.session: _cluster._AnySession = session
+        self.origin = origin
+        self.stored = stored
 
     @property
     def base(self) -> da.Array:
@@ -67,7 +87,7 @@ class Distributed:
             import dask.array as da
 
             chunks = chunks_for((self.size,), self.dtype.numpy, self.limit)
-            self._base = da.zeros((self.size,), self.dtype.numpy, chunks=chunks)
+            self._base = da.zeros((self.size,), dtype=self.dtype.numpy, chunks=chunks)
         return self._base
 
     @base.setter
@@ -132,7 +152,11 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     limit = chunk_bytes(values.shape, dtype, session)
     chunks = chunks_for(values.shape, dtype.numpy, limit)
     if values.size == 0:
-        return da.zeros(values.shape, dtype.numpy, chunks=chunks), limit
+        return da.zeros(values.shape, dtype=dtype.numpy, chunks=chunks), limit
+    if session.local:
+        # The chunks are slices of one copy in this process's memory (a copy: ``values`` may
+        # be a view of memory its owner writes later).
+        return da.from_array(np.array(values), chunks=chunks, name=fresh_name("values")), limit
     if values.nbytes <= _INLINE_BYTES:
         inline = da.from_array(np.array(values), chunks=chunks, name=fresh_name("values"))
         (array,) = persist("move", [inline], session, wait=False)
@@ -154,13 +178,24 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
 
 
 def persist(
-    operation: str, arrays: list[da.Array], session: Any, *, wait: bool = True
+    operation: str,
+    arrays: list[da.Array],
+    session: Any,
+    *,
+    wait: bool = True,
+    reading: bool = False,
 ) -> list[da.Array]:
     """``arrays`` computed and kept on the workers; raises what the computation raised.
 
     ``wait=False`` only submits the work (for moves of blocks, which cannot fail as a kernel
-    can): whatever reads the result waits for it.
+    can, and for results persisted past the layer bound): whatever reads the result waits for
+    it. On a local scheduler the work is done before this returns, whatever ``wait`` says.
+    ``reading``: the computation is of lazy results asked for now (see ``_cluster.wait``).
     """
+    if session.local:
+        import dask
+
+        return list(dask.persist(*arrays, scheduler=session.address))
     import distributed
 
     session.check(operation)
@@ -170,19 +205,45 @@ def persist(
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
     if wait:
         with session.client.as_current():
-            _cluster.wait(operation, distributed.futures_of(done), session)
+            _cluster.wait(operation, distributed.futures_of(done), session, reading=reading)
     return done
 
 
+def settle(operation: str, arrays: list[da.Array], session: Any) -> tuple[list[da.Array], bool]:
+    """``arrays`` as a result keeps them, and whether they are stored (computed) now.
+
+    Lazy by default: the graphs are kept as they are, and computed when read. In eager mode
+    (``CONVEYOR_DASK_EAGER=1``) they are computed and waited for here, so a task's error
+    surfaces at the call. A graph past the layer bound (``CONVEYOR_DASK_MAX_LAYERS``) is
+    persisted without waiting, so a long chain or a training loop does not build an ever
+    larger graph to optimise and recompute at every read.
+    """
+    if _cluster.eager():
+        return persist(operation, arrays, session), True
+    bound = _cluster.max_layers()
+    if bound and any(len(a.dask.layers) > bound for a in arrays):
+        return persist(operation, arrays, session, wait=False), True
+    return arrays, False
+
+
 def compute(operation: str, array: da.Array, session: Any) -> _Array:
-    """``array``'s values on the client (the only place values leave the cluster)."""
+    """``array``'s values on the client (the only place values leave the cluster).
+
+    ``operation`` names the operation whose result is read, so a failure found only now (a
+    task's error, a lost worker) names the call that caused it.
+    """
+    if session.local:
+        import dask
+
+        (found,) = dask.compute(array, scheduler=session.address)
+        return np.asarray(found)
     session.check(operation)
     try:
         future = session.client.compute(array)
     except OSError as exc:
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
     with session.client.as_current():
-        _cluster.wait(operation, [future], session)
+        _cluster.wait(operation, [future], session, reading=True)
     return np.asarray(future.result())
 
 
@@ -214,16 +275,19 @@ def logical(handle: Distributed, layout: cv.Layout) -> da.Array:
     if layout.shape == base.shape and layout == cv.Layout.contiguous(base.shape):
         return base
     if layout.size == 0:
-        return da.zeros(layout.shape, handle.dtype.numpy)
+        return da.zeros(layout.shape, dtype=handle.dtype.numpy)
     if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
         if base.ndim <= 1 and len(layout.shape) > 1:
             # Data that arrived flat: keep it in this shape with squarish chunks from now on.
-            # Not waited for: moving persisted blocks cannot fail the way a kernel can, and the
-            # kernel reading it waits anyway (a lost worker is reported there).
+            # Stored data is moved into that shape on the workers, not waited for: moving
+            # stored blocks cannot fail the way a kernel can, and whatever reads it waits anyway
+            # (a lost worker is reported there). A lazy graph stays lazy.
             chunks = chunks_for(layout.shape, handle.dtype.numpy, handle.limit)
             shaped = base.reshape(layout.shape).rechunk(chunks)
-            (handle.base,) = persist("reshape", [shaped], handle.session, wait=False)
-            return handle.base
+            if handle.stored:
+                (shaped,) = persist("reshape", [shaped], handle.session, wait=False)
+            handle.base = shaped
+            return shaped
         return base.reshape(layout.shape)
     transposed = _as_transpose(layout, base.shape)
     if transposed is not None:
@@ -284,15 +348,15 @@ class DaskStorage(cv.StorageProvider):
         handle.drop()
 
     def read(self, handle: Distributed, index: int) -> Any:
-        return compute("read", _flat(handle)[index], handle.session).item()
+        return compute(handle.origin, _flat(handle)[index], handle.session).item()
 
     def write(self, handle: Distributed, index: int, value: Any) -> None:
         flat = _flat(handle).copy()
         flat[index] = np.asarray(value).astype(handle.dtype.numpy)
-        (handle.base,) = persist("write", [flat], handle.session)
+        _store(handle, "write", flat)
 
     def export_span(self, handle: Distributed, layout: cv.Layout, dtype: cv.DType) -> _Array:
-        return compute("export_span", logical(handle, layout), handle.session)
+        return compute(handle.origin, logical(handle, layout), handle.session)
 
     def import_span(
         self, handle: Distributed, layout: cv.Layout, dtype: cv.DType, values: _Array
@@ -300,7 +364,16 @@ class DaskStorage(cv.StorageProvider):
         values = np.asarray(values, dtype.numpy)
         if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
             handle.base, handle.limit = scatter(values, dtype, handle.session)
+            handle.origin, handle.stored = "move", True
             return
         flat = _flat(handle).copy()
         flat[_slot_indices(layout).reshape(-1)] = values.reshape(-1)
-        (handle.base,) = persist("import_span", [flat], handle.session)
+        _store(handle, "import_span", flat)
+
+
+def _store(handle: Distributed, operation: str, array: da.Array) -> None:
+    """``array`` as ``handle``'s new slots, settled like a kernel's result.
+
+    ``origin`` stays: the values still come from the operation that made them, changed here.
+    """
+    (handle.base,), handle.stored = settle(operation, [array], handle.session)
