@@ -147,6 +147,40 @@ class TestFileChunks:
         source.carrier.write(3, 7.0)
         assert x.numpy()[3] == 5.0
 
+    def test_each_pass_over_a_file_reads_it_again_instead_of_holding_it(
+        self, local: str, tmp_path: Any, reads: list[Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``(x - x.mean(0))`` uses ``x`` twice: each use reads every chunk itself (twice in
+        all), so no chunk is held between the passes; after ``persist`` nothing is read."""
+        monkeypatch.setenv(_cluster.CHUNK_VARIABLE, "64KiB")
+        values = np.random.default_rng(2).standard_normal((256, 512)).astype(np.float32)
+        x = cv.move(self._file(tmp_path, values), DaskCarrier)
+        chunks = len(_handle(x).base.chunks[0]) * len(_handle(x).base.chunks[1])
+        centred = F.sub(x, x.mean(0)).numpy()
+        assert len(reads) == 2 * chunks
+        np.testing.assert_allclose(centred, values - values.mean(0), atol=1e-6)
+        DaskCarrier.persist(x)
+        reads.clear()
+        F.sub(x, x.mean(0)).numpy()
+        assert reads == []
+
+    def test_values_handed_out_do_not_follow_the_file(self, local: str, tmp_path: Any) -> None:
+        """Chunks stream as views of the mapped file, but ``numpy()`` hands out a copy: a
+        later write to the file does not change it."""
+        source = self._file(tmp_path, np.arange(8, dtype=np.float32))
+        got = cv.move(source, DaskCarrier).numpy()
+        source.carrier.write(0, 42.0)
+        assert got[0] == 0.0 and not isinstance(got.base, np.memmap)
+
+    def test_the_file_stays_while_a_lazy_read_needs_it(self, local: str, tmp_path: Any) -> None:
+        """A FileBacked tensor dropped right after the move is kept alive by the graph, so
+        its file is still there for the read."""
+        import gc
+
+        x = cv.move(self._file(tmp_path, np.arange(6, dtype=np.float32)), DaskCarrier)
+        gc.collect()
+        np.testing.assert_array_equal(x.numpy(), np.arange(6, dtype=np.float32))
+
     def test_views_of_a_file_read_their_own_values(self, local: str, tmp_path: Any) -> None:
         """A permuted FileBacked view moves as lazy reads of exactly its values."""
         values = np.arange(48.0, dtype=np.float32).reshape(6, 8)

@@ -14,11 +14,11 @@ distribution:
 - sums and products: a dask tree reduction in the plan's accumulator dtype, rounded once;
   maxima and minima: a dask tree reduction (exact in any order);
 - ``matmul``: blocked ``dask.array.matmul`` on operands converted to the plan's dtype;
-- ``argmax``, ``argmin``, ``cumsum``, ``sort``, ``topk``: the reference kernel per lane block
+- ``argmax``, ``argmin``, ``cumsum``, ``sort``, ``topk``: the CPU kernel per lane block
   (the axis in one chunk, the other axes still chunked);
-- ``conv_general``: the reference kernel per batch chunk, with the whole weight;
+- ``conv_general``: the CPU kernel per batch chunk, with the whole weight;
 - ``gather``, ``scatter``, ``scatter_add``, and whole-array forms (``axis=None``, empty or 0-d
-  operands): the reference kernel in one task on a worker, whose result is re-chunked there.
+  operands): the CPU kernel in one task on a worker, whose result is re-chunked there.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _translated(kernel: _Kernel) -> _Kernel:
 # travel as arguments: pickling a closure's code for every call would cost more than a tiny op.
 
 
-def _reference(carrier: type, plan: cv.OperationPlan, options: Any, *operands: Any) -> Any:
+def _run(carrier: type, plan: cv.OperationPlan, options: Any, *operands: Any) -> Any:
     """CPU's kernel of ``plan`` on blocks (what every task runs); refusals name ``carrier``.
 
     CPU's, not the reference kernel: the reference widens float32 to float64 and back (``x *
@@ -152,7 +152,7 @@ def _elementwise_block(
     values = list(template)
     for i, b in zip(where, blocks, strict=True):
         values[i] = b
-    return _reference(*call, *values)
+    return _run(*call, *values)
 
 
 def _convert_block(b: Any, plan: cv.OperationPlan, index: int) -> Any:
@@ -160,7 +160,7 @@ def _convert_block(b: Any, plan: cv.OperationPlan, index: int) -> Any:
 
 
 def _lane_block(b: Any, call: tuple[Any, ...], index: int) -> Any:
-    found = _reference(*call, b)
+    found = _run(*call, b)
     return found[index] if isinstance(found, tuple) else found
 
 
@@ -206,10 +206,10 @@ def _whole(ctx: _Context) -> cv.ProviderResult:
         )
 
     if len(specs) == 1:
-        arrays = [whole_result(_reference, pairs, specs[0])]
+        arrays = [whole_result(_run, pairs, specs[0])]
     else:  # one task computes the tuple (a 0-d object block); one more per result picks it
         parts = da.blockwise(
-            _reference,
+            _run,
             "",
             *pairs,
             concatenate=True,
@@ -229,7 +229,7 @@ def _whole(ctx: _Context) -> cv.ProviderResult:
 
 
 def _elementwise(ctx: _Context) -> cv.ProviderResult:
-    """The reference kernel block by block, over operands aligned the way NumPy broadcasts.
+    """The CPU kernel block by block, over operands aligned the way NumPy broadcasts.
 
     Operands keep their own shapes and chunks: ``blockwise`` lines their axes up from the
     right, rechunks axes whose chunks differ to a common grid, and hands an operand's single
@@ -298,7 +298,7 @@ def _reduction(ctx: _Context) -> cv.ProviderResult:
     options = _options(ctx)
     axes = reduced_axes(options.axis, x.ndim)
     if x.ndim == 0 or x.size == 0 or not axes:
-        return _whole(ctx)  # identities and empty-axis refusals exactly as the reference
+        return _whole(ctx)  # identities and empty-axis refusals exactly as CPU
     name = _TREE[_name(ctx)]
     values = _converted(ctx, x)
     function = getattr(da, name)
@@ -356,7 +356,7 @@ def _matmul(ctx: _Context) -> cv.ProviderResult:
 
 
 def _conv_general(ctx: _Context) -> cv.ProviderResult:
-    """The reference convolution per chunk of the batch axis, each with the whole weight."""
+    """The CPU convolution per chunk of the batch axis, each with the whole weight."""
     import dask.array as da
 
     x, w = _operands(ctx)
@@ -374,7 +374,7 @@ def _conv_general(ctx: _Context) -> cv.ProviderResult:
     out_index = "".join("n" if a == batch_out else "hijklmo"[a] for a in range(len(spec.shape)))
     new_axes = {out_index[a]: spec.shape[a] for a in range(len(spec.shape)) if a != batch_out}
     result = da.blockwise(
-        _reference,
+        _run,
         out_index,
         *(part for value in _call(ctx) for part in (value, None)),  # plain (not array) arguments
         x,

@@ -10,6 +10,7 @@ other machines need the file on a filesystem they share with this one.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -23,10 +24,17 @@ __all__ = ["FromFile", "IntoDask", "OutOfDask", "WithinDask"]
 
 
 def _wrap(
-    destination: type[cv.Carrier], base: Any, dtype: cv.DType, limit: int, *, stored: bool = True
+    destination: type[cv.Carrier],
+    base: Any,
+    dtype: cv.DType,
+    limit: int,
+    *,
+    stored: bool = True,
+    reread: Any = None,
 ) -> cv.Tensor:
     size = math.prod(base.shape)
-    handle = _storage.Distributed(base, size, dtype, limit, _cluster.session(), stored=stored)
+    session = _cluster.session()
+    handle = _storage.Distributed(base, size, dtype, limit, session, stored=stored, reread=reread)
     carrier = cv.adopt_storage(destination, handle, handle.size, dtype)
     return cv.Tensor(carrier, cv.Layout(tuple(base.shape)))
 
@@ -69,8 +77,11 @@ def _read_block(
 ) -> np.ndarray[Any, Any]:
     """One chunk of a file-backed tensor, read by the task that computes it.
 
-    A copy, not a view of the mapping: the chunk may be kept (persisted) and must not change
-    when the file does, and the mapping closes as soon as the copy is made.
+    A read-only view of a mapping of the file, not a copy: the task reading it pages it in
+    from the page cache (or the disk) as NumPy does with a memmap, with no copy of its own. A
+    view that outlives the computation would follow the file, so whatever keeps values
+    (``_storage.persist``, ``_storage.compute``) copies such blocks (``_storage.owned``); the
+    mapping closes when the last view of it dies.
     """
     shape, strides, offset = layout
     if size == 0:
@@ -80,7 +91,8 @@ def _read_block(
     view = np.lib.stride_tricks.as_strided(
         mapped[offset:], shape=shape, strides=tuple(s * item for s in strides), writeable=False
     )
-    return np.array(view[block])
+    found: np.ndarray[Any, Any] = view[block]
+    return found
 
 
 class _FileChunks:
@@ -92,9 +104,14 @@ class _FileChunks:
     the operations reading it.
     """
 
-    __slots__ = ("dtype", "layout", "ndim", "path", "shape", "size")
+    __slots__ = ("dtype", "keep", "layout", "ndim", "path", "shape", "size")
 
-    def __init__(self, path: str, dtype: np.dtype[Any], size: int, layout: cv.Layout) -> None:
+    def __init__(
+        self, path: str, dtype: np.dtype[Any], size: int, layout: cv.Layout, keep: Any = None
+    ) -> None:
+        # The FileBacked carrier, kept alive (so its file is not deleted) while a graph in
+        # this process may still read it; not pickled: a worker needs only the path.
+        self.keep = keep
         self.path = path
         self.dtype = dtype
         self.size = size
@@ -119,8 +136,6 @@ class FromFile(cv.TransferProvider):
     """
 
     def transfer(self, source: cv.Tensor, destination: type[cv.Carrier], **options: Any) -> Any:
-        import dask.array as da
-
         if options:
             msg = f"move to {destination.__name__}: unexpected argument(s) {sorted(options)}"
             raise TypeError(msg)
@@ -129,13 +144,21 @@ class FromFile(cv.TransferProvider):
         limit = _storage.chunk_bytes(layout.shape, dtype, session)
         chunks = _storage.chunks_for(layout.shape, dtype.numpy, limit)
         path = source.carrier.path  # type: ignore[attr-defined]  # FileBacked's public path
-        chunked = _FileChunks(path, np.dtype(dtype.numpy), source.carrier.size, layout)
-        values = da.from_array(
-            chunked,
-            chunks=chunks,
-            name=_storage.fresh_name("file"),
-            inline_array=True,  # each task carries the (small) reader: no shared key to lose
-            meta=np.empty((0,) * len(layout.shape), dtype.numpy),
-        )
-        (base,), stored = _storage.settle("move", [values], session)
-        return _wrap(destination, base, dtype, limit, stored=stored)
+        carrier = source.carrier
+        chunked = _FileChunks(path, np.dtype(dtype.numpy), carrier.size, layout, carrier)
+        reread = functools.partial(_reads, chunked, chunks)
+        (base,), stored = _storage.settle("move", [reread()], session)
+        return _wrap(destination, base, dtype, limit, stored=stored, reread=reread)
+
+
+def _reads(chunked: _FileChunks, chunks: Any) -> Any:
+    """A fresh graph reading ``chunked`` chunk by chunk (a new name: see ``Distributed.values``)."""
+    import dask.array as da
+
+    return da.from_array(
+        chunked,
+        chunks=chunks,
+        name=_storage.fresh_name("file"),
+        inline_array=True,  # each task carries the (small) reader: no shared key to lose
+        meta=np.empty((0,) * chunked.ndim, chunked.dtype),
+    )

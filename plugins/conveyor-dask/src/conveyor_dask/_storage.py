@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import mmap
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -37,6 +39,7 @@ __all__ = [
     "compute",
     "fresh_name",
     "logical",
+    "owned",
     "persist",
     "scatter",
     "settle",
@@ -57,10 +60,21 @@ class Distributed:
     ``dask.array.zeros``): kernel results replace it at once, so they never pay for the zeros.
     ``origin`` names the operation whose result ``base`` is, so a failure found when it is
     computed names that operation; ``stored`` is true once ``base`` holds data rather than a
-    graph still to compute.
+    graph still to compute. ``reread``, for values read from a file, makes a fresh graph of
+    the same reads (see ``values``); replacing ``base`` drops it.
     """
 
-    __slots__ = ("__weakref__", "_base", "dtype", "limit", "origin", "session", "size", "stored")
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "dtype",
+        "limit",
+        "origin",
+        "reread",
+        "session",
+        "size",
+        "stored",
+    )
 
     def __init__(
         self,
@@ -72,6 +86,7 @@ class Distributed:
         *,
         origin: str = "move",
         stored: bool = True,
+        reread: Callable[[], da.Array] | None = None,
     ) -> None:
         self._base = base
         self.size = size
@@ -80,6 +95,7 @@ class Distributed:
         self.session: _cluster._AnySession = session
         self.origin = origin
         self.stored = stored
+        self.reread = reread
 
     @property
     def base(self) -> da.Array:
@@ -93,10 +109,23 @@ class Distributed:
     @base.setter
     def base(self, value: da.Array) -> None:
         self._base = value
+        self.reread = None
+
+    def values(self) -> da.Array:
+        """The array an operation builds on: ``base``, or for file data a fresh read of it.
+
+        Each consumer of file data gets reads of its own (a new graph name), so dask fuses
+        them into that consumer and reads each chunk again rather than hold it in memory for
+        another consumer: ``(x - x.mean(0))`` streams the file twice instead of keeping all of
+        ``x`` between the two passes (reading from a file costs a copy; holding it, memory the
+        size of the data).
+        """
+        return self.reread() if self.reread is not None else self.base
 
     def drop(self) -> None:
         """Forget the array (its futures), so the workers free its blocks; storage is now empty."""
         self._base = None
+        self.reread = None
         self.size = 0
 
     @property
@@ -192,6 +221,7 @@ def persist(
     it. On a local scheduler the work is done before this returns, whatever ``wait`` says.
     ``reading``: the computation is of lazy results asked for now (see ``_cluster.wait``).
     """
+    arrays = [_owning(a) for a in arrays]
     if session.local:
         import dask
 
@@ -236,7 +266,7 @@ def compute(operation: str, array: da.Array, session: Any) -> _Array:
         import dask
 
         (found,) = dask.compute(array, scheduler=session.address)
-        return np.asarray(found)
+        return owned(np.asarray(found))
     session.check(operation)
     try:
         future = session.client.compute(array)
@@ -244,7 +274,26 @@ def compute(operation: str, array: da.Array, session: Any) -> _Array:
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
     with session.client.as_current():
         _cluster.wait(operation, [future], session, reading=True)
-    return np.asarray(future.result())
+    return owned(np.asarray(future.result()))
+
+
+def owned(block: _Array) -> _Array:
+    """``block``, copied if it is a view of a mapped file (a chunk read from a FileBacked file).
+
+    Such views cost no copy while a graph streams them, but a value that is kept or handed
+    out must not follow later writes to the file, nor keep the mapping open.
+    """
+    base: Any = block
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return np.array(block)
+        base = getattr(base, "base", None)
+    return block
+
+
+def _owning(array: da.Array) -> da.Array:
+    """``array`` with every block that views a mapped file copied (see ``owned``)."""
+    return array.map_blocks(owned, dtype=array.dtype, meta=array._meta, name=fresh_name("own"))
 
 
 def _flat(handle: Distributed) -> da.Array:
@@ -271,7 +320,7 @@ def logical(handle: Distributed, layout: cv.Layout) -> da.Array:
     """The values under ``layout`` as a dask array of ``layout.shape`` (lazy, no compute)."""
     import dask.array as da
 
-    base = handle.base
+    base = handle.values()
     if layout.shape == base.shape and layout == cv.Layout.contiguous(base.shape):
         return base
     if layout.size == 0:
