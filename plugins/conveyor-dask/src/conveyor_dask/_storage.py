@@ -200,10 +200,15 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     ]
     session.check("move")
     futures = session.client.scatter(blocks, hash=False)
-    parts = np.empty(tuple(len(c) for c in chunks), dtype=object)
-    for index, future, block in zip(grid, futures, blocks, strict=True):
-        parts[index] = da.from_delayed(future, shape=block.shape, dtype=block.dtype)
-    return da.block(parts.tolist()) if values.ndim else parts[()], limit
+    # One layer of futures, as a persisted array holds: ``da.block`` over ``from_delayed``
+    # parts made a layer per chunk and more to join them, which counted toward the layer
+    # bound (a 256-chunk tensor would have persisted every result built on it).
+    from dask.highlevelgraph import HighLevelGraph
+
+    name = fresh_name("values")
+    layer = {(name, *index): future for index, future in zip(grid, futures, strict=True)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=())
+    return da.Array(graph, name, chunks=chunks, dtype=dtype.numpy), limit
 
 
 def persist(
