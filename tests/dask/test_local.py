@@ -113,6 +113,26 @@ class TestLaziness:
         np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=1e-12)
 
 
+class TestProgress:
+    def test_reading_reports_through_cv_progress(self, local: str) -> None:
+        """Inside ``cv.progress`` a read on a local scheduler reports (done, total) tasks from
+        this thread, labelled with the operation it computes, ending complete."""
+        import threading
+
+        heard: list[tuple[int, int, str, Any]] = []
+        x = cv.move(cv.tensor(np.ones((256, 256)), carrier="cpu"), DaskCarrier)  # shaped
+
+        def listen(done: int, total: int, label: str) -> None:
+            heard.append((done, total, label, threading.get_ident()))
+
+        with cv.progress(listen):
+            assert F.reduce_sum(F.mul(x, x)).item() == 256 * 256
+        assert heard and {label for _, _, label, _ in heard} == {"reduce_sum on DaskCarrier"}
+        assert {thread for *_, thread in heard} == {threading.get_ident()}
+        done, total = heard[-1][:2]
+        assert done == total >= 1 and all(d <= t for d, t, _, _ in heard)
+
+
 class TestFileChunks:
     def _file(self, tmp_path: Any, values: np.ndarray[Any, Any]) -> cv.Tensor:
         return cv.move(cv.tensor(values, carrier="cpu"), FileBacked, directory=str(tmp_path))

@@ -15,6 +15,7 @@ are read. On Dask's local schedulers
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import mmap
@@ -230,7 +231,8 @@ def persist(
     if session.local:
         import dask
 
-        return list(dask.persist(*arrays, scheduler=session.address))
+        with _local_progress(operation):
+            return list(dask.persist(*arrays, scheduler=session.address))
     import distributed
 
     session.check(operation)
@@ -270,7 +272,8 @@ def compute(operation: str, array: da.Array, session: Any) -> _Array:
     if session.local:
         import dask
 
-        (found,) = dask.compute(array, scheduler=session.address)
+        with _local_progress(operation):
+            (found,) = dask.compute(array, scheduler=session.address)
         return owned(np.asarray(found))
     session.check(operation)
     try:
@@ -280,6 +283,17 @@ def compute(operation: str, array: da.Array, session: Any) -> _Array:
     with session.client.as_current():
         _cluster.wait(operation, [future], session, reading=True)
     return owned(np.asarray(future.result()))
+
+
+def _local_progress(operation: str) -> Any:
+    """A ``cv.progress`` bridge for a local-scheduler computation, or nothing to do."""
+    from conveyor.sdk import progress_active
+
+    if not progress_active():
+        return contextlib.nullcontext()
+    from conveyor_dask._progress import LocalBridge
+
+    return LocalBridge(f"{operation} on DaskCarrier")
 
 
 def owned(block: _Array) -> _Array:
