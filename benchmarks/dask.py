@@ -142,8 +142,10 @@ def main() -> None:
             best(lambda: client.compute(plain.sum()).result(), client),
         )
 
+        # Operations are lazy: persisting computes and keeps the result on the workers, as
+        # plain dask's persist-and-wait below does.
         def conveyor_matmul() -> None:
-            cv.matmul(x, x)
+            DaskCarrier.persist(cv.matmul(x, x))
 
         def dask_matmul() -> None:
             distributed.wait(client.persist(plain @ plain))
@@ -164,7 +166,7 @@ def main() -> None:
         tiny_cpu_carrier = per_call({"cpu": lambda: cv.add(tiny_cpu, 1.0)}, 2000)["cpu"]
         tiny = per_call(
             {
-                "conveyor": lambda: cv.add(tiny, float(next(scalars))),
+                "conveyor": lambda: DaskCarrier.persist(cv.add(tiny, float(next(scalars)))),
                 "dask": lambda: distributed.wait(client.persist(tiny_plain + float(next(scalars)))),
             }
         )

@@ -53,16 +53,94 @@ class TestNamedCarrier:
 
 
 class TestResults:
-    def test_result_stays_on_the_workers_until_read(self) -> None:
-        """An operation's result is persisted (finished futures), and reading computes it."""
+    def test_result_is_a_lazy_graph_until_read(self, client: Any) -> None:
+        """An operation returns a graph of its own tasks (nothing computed, nothing kept on the
+        workers); reading computes it, and leaves it lazy."""
         import distributed
 
         x = cv.tensor(np.arange(12.0).reshape(3, 4), carrier="dask")
         y = F.add(x, x)
-        futures = distributed.futures_of(_handle(y).base)
-        assert futures and all(f.status == "finished" for f in futures)
+        handle = _handle(y)
+        assert not handle.stored and handle.origin == "add"
+        assert any(str(name).startswith("add-") for name in handle.base.dask.layers)
+        assert distributed.futures_of(handle.base) == distributed.futures_of(_handle(x).base)
         np.testing.assert_array_equal(y.numpy(), 2 * np.arange(12.0).reshape(3, 4))
         assert F.reduce_sum(y).item() == 132.0
+        assert not handle.stored
+
+    def test_persist_keeps_the_values_on_the_workers(self, client: Any) -> None:
+        """``DaskCarrier.persist`` computes lazy results in place: their arrays become finished
+        futures held by the workers, and the values are unchanged."""
+        import distributed
+
+        values = np.arange(12.0).reshape(3, 4)
+        x = cv.tensor(values, carrier="dask")
+        y, z = F.mul(x, 2.0), F.add(x, 1.0)
+        DaskCarrier.persist(y, z, y)  # a tensor named twice is computed once
+        for tensor in (y, z):
+            handle = _handle(tensor)
+            futures = distributed.futures_of(handle.base)
+            assert handle.stored and futures and all(f.status == "finished" for f in futures)
+            assert set(client.who_has(futures)) == {f.key for f in futures}
+        np.testing.assert_array_equal(y.numpy(), values * 2)
+        np.testing.assert_array_equal(z.numpy(), values + 1)
+
+    def test_persist_refuses_a_tensor_of_another_carrier_computing_nothing(self) -> None:
+        """A CPU tensor among the arguments is a TypeError naming its carrier; the Dask tensors
+        before it stay lazy."""
+        y = F.add(cv.tensor(np.ones(3), carrier="dask"), 1.0)
+        expected = (
+            r"^persist on DaskCarrier: expected tensors on a DaskCarrier, got CPU; move it with "
+            r"cv.move\(tensor, DaskCarrier\) first$"
+        )
+        with pytest.raises(TypeError, match=expected):
+            DaskCarrier.persist(y, cv.tensor(np.ones(3), carrier="cpu"))
+        assert not _handle(y).stored
+
+    def test_eager_variable_computes_every_result_at_its_call(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``CONVEYOR_DASK_EAGER=1``: every result is persisted and waited for before the call
+        returns (finished futures), as before laziness."""
+        import distributed
+
+        monkeypatch.setenv(_cluster.EAGER_VARIABLE, "1")
+        y = F.add(cv.tensor(np.arange(6.0), carrier="dask"), 1.0)
+        futures = distributed.futures_of(_handle(y).base)
+        assert _handle(y).stored and futures and all(f.status == "finished" for f in futures)
+        np.testing.assert_array_equal(y.numpy(), np.arange(6.0) + 1)
+
+    def test_bad_eager_variable_is_refused_at_the_call(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A value of ``CONVEYOR_DASK_EAGER`` other than 0 or 1 is a ValueError naming it."""
+        x = cv.tensor(np.arange(3.0), carrier="dask")
+        monkeypatch.setenv(_cluster.EAGER_VARIABLE, "yes")
+        with pytest.raises(ValueError, match=r"CONVEYOR_DASK_EAGER='yes' must be '1'"):
+            F.add(x, 1.0)
+
+    def test_graphs_past_the_layer_bound_are_persisted(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A chain whose graph grows past ``CONVEYOR_DASK_MAX_LAYERS`` is persisted at the call
+        that crosses it, so the graph starts again from stored values; 0 never persists."""
+        monkeypatch.setenv(_cluster.LAYERS_VARIABLE, "8")
+        x = cv.tensor(np.zeros(4), carrier="dask")
+        y, stored_at = x, []
+        for step in range(20):
+            y = F.add(y, 1.0)
+            if _handle(y).stored:
+                stored_at.append(step)
+            assert len(_handle(y).base.dask.layers) <= 9
+        assert stored_at and stored_at[0] >= 6
+        np.testing.assert_array_equal(y.numpy(), np.full(4, 20.0))
+        monkeypatch.setenv(_cluster.LAYERS_VARIABLE, "0")
+        for _ in range(20):
+            y = F.add(y, 1.0)
+        assert not _handle(y).stored and len(_handle(y).base.dask.layers) > 20
+        monkeypatch.setenv(_cluster.LAYERS_VARIABLE, "many")
+        with pytest.raises(ValueError, match=r"CONVEYOR_DASK_MAX_LAYERS='many' must be a whole"):
+            F.add(y, 1.0)
 
     def test_views_alias_the_distributed_storage(self) -> None:
         """permute, reshape and broadcast_to share the carrier and read the right values."""
@@ -127,30 +205,33 @@ class TestChunks:
 class TestRoundTrips:
     def test_small_values_cost_no_wait_of_their_own(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Storing small values and reshaping them on first use only submit work: the first
-        kernel's wait is the one blocking round trip, and it sees the right values."""
+        read's wait is the one blocking round trip, and it sees the right values."""
         waits: list[str] = []
         original = _cluster.wait
 
-        def counting(operation: str, *args: Any) -> None:
+        def counting(operation: str, *args: Any, **kwargs: Any) -> None:
             waits.append(operation)
-            original(operation, *args)
+            original(operation, *args, **kwargs)
 
         monkeypatch.setattr(_cluster, "wait", counting)
         values = np.arange(2048.0).reshape(64, 32)
         t = cv.tensor(values, carrier="dask")
         assert waits == []
         y = F.add(t, t)
-        assert waits == ["add"]
+        assert waits == []  # lazy: the add waits for nothing either
         np.testing.assert_array_equal(y.numpy(), 2 * values)
+        assert waits == ["add"]  # the read, named after the operation it computes
 
     def test_large_values_are_scattered_to_the_workers(self, client: Any) -> None:
-        """Values over 1 MiB go straight to the workers (scattered), not through the graph."""
+        """Values over 1 MiB go straight to the workers (scattered), not through the graph,
+        held by a one-layer array (its layers count toward the bound of every result)."""
         import distributed
 
         t = cv.tensor(np.ones((512, 512)), carrier="dask")  # 2 MiB of float64
         futures = distributed.futures_of(_handle(t).base)
         assert futures and all(f.status == "finished" for f in futures)
         assert all(str(f.key).startswith("ndarray-") for f in futures), [f.key for f in futures]
+        assert len(_handle(t).base.dask.layers) == 1 and _handle(t).base.npartitions > 1
         assert F.reduce_sum(t).item() == 512 * 512
 
 
@@ -227,18 +308,19 @@ class TestEmbeddedDefault:
 
 class TestProgress:
     def test_long_computation_reports_through_cv_progress(self) -> None:
-        """Inside ``cv.progress`` a Dask operation reports (done, total) tasks, ending complete."""
+        """Inside ``cv.progress`` reading a Dask result reports (done, total) tasks, ending
+        complete, labelled with the operation that made it."""
         heard: list[tuple[int, int, str]] = []
         x = cv.move(cv.tensor(np.ones((512, 512))), DaskCarrier)
         with cv.progress(lambda done, total, label: heard.append((done, total, label))):
             total = F.reduce_sum(F.mul(x, x)).item()
         assert total == 512 * 512
-        reduction = [(d, t) for d, t, label in heard if label == "reduce_sum on DaskCarrier"]
-        assert reduction, heard
-        done, last_total = reduction[-1]
+        # The operations are lazy: item() computes the whole graph, and reports under the
+        # name of the operation whose result it reads.
+        assert {label for _, _, label in heard} == {"reduce_sum on DaskCarrier"}, heard
+        done, last_total = heard[-1][:2]
         assert done == last_total >= 1
         assert all(d <= t for d, t, _ in heard)
-        assert heard[-1][2] == "export_span on DaskCarrier"  # item() reads, and reports too
 
     def test_nobody_listening_starts_no_feed(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without an active ``cv.progress`` block no progress feed is opened."""

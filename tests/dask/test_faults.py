@@ -117,8 +117,11 @@ def test_killed_worker_gives_the_right_sum_or_names_the_worker(
 
     result, killed = _run_while_killing(fault_cluster, work)
     if isinstance(result, RuntimeError):
+        # The operations were lazy: the fault is found by item(), which names the operation
+        # whose result it was computing.
         assert killed is not None and killed in str(result), result
-        assert "lost worker" in str(result) and "nothing was published" in str(result)
+        assert str(result).startswith("reduce_sum on DaskCarrier: the cluster lost"), result
+        assert "lost worker" in str(result) and "no value was read" in str(result)
     else:
         assert not isinstance(result, BaseException), result
         assert result == pytest.approx(expected, rel=1e-9)
@@ -128,7 +131,8 @@ def test_killed_worker_gives_the_right_sum_or_names_the_worker(
 
 class TestTaskErrors:
     def test_out_of_range_gather_raises_index_error_before_publishing(self) -> None:
-        """A gather index outside the input is Generic's IndexError, and no result is made."""
+        """A gather index outside the input is Generic's IndexError at the call, lazy or not:
+        the central definition reads the index (computing its graph) before any kernel."""
         if "gather" not in {c.operation for c in DaskCarrier.allocate(0, cv.float32)
                             .operation_capabilities()}:  # fmt: skip
             pytest.skip("needs the central gather definition (the definitions milestone)")
@@ -141,10 +145,11 @@ class TestTaskErrors:
         assert str(dask_error.value) == str(generic_error.value).replace("Generic", "DaskCarrier")
         assert str(dask_error.value).startswith("gather on DaskCarrier: ")
 
-    def test_failing_task_releases_the_results_it_allocated(
+    def test_failing_task_in_eager_mode_publishes_nothing(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A kernel failing on a worker publishes nothing: allocated results are released."""
+        """With ``CONVEYOR_DASK_EAGER=1`` a kernel failing on a worker raises at the call,
+        named, and publishes nothing: no result is allocated, the operand is untouched."""
         from conveyor_dask import _kernels, _storage
 
         released: list[Any] = []
@@ -155,6 +160,7 @@ class TestTaskErrors:
             original(self, handle)
 
         x = cv.tensor(np.arange(4.0), carrier="dask")
+        monkeypatch.setenv(_cluster.EAGER_VARIABLE, "1")
         monkeypatch.setattr(_storage.DaskStorage, "release", spy)
         # The graph names its block function by reference, so the workers run this one.
         monkeypatch.setattr(_kernels, "_elementwise_block", _failing_block)
@@ -163,6 +169,37 @@ class TestTaskErrors:
         # Nothing published: the operand is untouched and no result carrier survived.
         np.testing.assert_array_equal(x.numpy(), np.arange(4.0))
         assert released == []  # the failure came before any result was allocated
+
+    def test_data_dependent_failure_surfaces_at_the_read_naming_its_operation(self) -> None:
+        """Lazy: ``inv`` of a singular matrix returns at once; reading the result (or a result
+        computed from it) raises CPU's ValueError naming ``inv``, every time, and the operand
+        is untouched. Eager mode raises the same error at the call."""
+        singular = np.ones((3, 3))
+        x = cv.tensor(singular, carrier="dask")
+        inverse = F.inv(x)  # returns: the failure is in the values, not the call
+        later = F.add(inverse, 1.0)
+        with pytest.raises(ValueError) as cpu_error:
+            F.inv(cv.tensor(singular, carrier="cpu"))
+        expected = str(cpu_error.value).replace("CPU", "DaskCarrier")
+        assert expected.startswith("inv on DaskCarrier: a matrix is singular")
+        for result in (inverse, later, inverse):
+            with pytest.raises(ValueError) as error:
+                result.numpy()
+            assert str(error.value) == expected
+        np.testing.assert_array_equal(x.numpy(), singular)
+        with pytest.raises(ValueError) as error:
+            DaskCarrier.persist(later)
+        assert str(error.value) == expected
+        assert not cv.storage_handle(later.carrier).stored
+
+    def test_data_dependent_failure_in_eager_mode_surfaces_at_the_call(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``CONVEYOR_DASK_EAGER=1``: the same singular ``inv`` raises at the call."""
+        x = cv.tensor(np.ones((3, 3)), carrier="dask")
+        monkeypatch.setenv(_cluster.EAGER_VARIABLE, "1")
+        with pytest.raises(ValueError, match=r"^inv on DaskCarrier: a matrix is singular"):
+            F.inv(x)
 
 
 def test_values_lost_with_their_worker_say_they_are_lost_and_how_to_send_them_again(
@@ -193,7 +230,7 @@ def test_values_lost_with_their_worker_say_they_are_lost_and_how_to_send_them_ag
         F.add(x, 1.0).numpy()
     message = str(error.value)
     assert message.startswith(f"add on DaskCarrier: the cluster lost worker {victim} "), message
-    assert "nothing was published" in message and "so they are lost" in message
+    assert "no value was read" in message and "so they are lost" in message
     assert "Send the values again (cv.tensor(values, carrier='dask')" in message
     assert "run the operation again" not in message
     with pytest.raises(RuntimeError, match=r"running the operation again on these tensors fails"):

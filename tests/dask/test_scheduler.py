@@ -89,9 +89,9 @@ def command_line_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str,
 
 
 def test_variable_selects_the_cluster_and_its_loss_is_reported(command_line_cluster: Any) -> None:
-    """``CONVEYOR_DASK_SCHEDULER`` selects the cluster; once its scheduler dies, the next
-    operation raises RuntimeError naming the address and how to reconnect (one cluster start
-    serves both halves)."""
+    """``CONVEYOR_DASK_SCHEDULER`` selects the cluster; once its scheduler dies, the next read
+    raises RuntimeError naming the operation, the address and how to reconnect (one cluster
+    start serves both halves)."""
     address, scheduler = command_line_cluster
     values = np.arange(20.0).reshape(4, 5)
     x = cv.tensor(values, carrier="dask")
@@ -105,7 +105,7 @@ def test_variable_selects_the_cluster_and_its_loss_is_reported(command_line_clus
     start = time.monotonic()
     with pytest.raises(RuntimeError) as error:
         for _ in range(100):  # the client may take a moment to notice; each try is bounded
-            F.add(x, 1.0)
+            F.add(x, 1.0).numpy()  # lazy: the read is what reaches the scheduler
             time.sleep(0.2)
     message = str(error.value)
     assert message.startswith("add on DaskCarrier: the Dask scheduler at " + address)

@@ -1,10 +1,12 @@
-"""DaskCarrier computes what Generic computes, plan for plan.
+"""DaskCarrier computes what CPU computes, plan for plan.
 
-For every plan DaskCarrier advertises, operands are drawn for the plan's dtypes (and weak
-scalars), the public function runs on Generic and on DaskCarrier, and the results must match:
-exactly for bool and integer outputs (and for elementwise names, whose per-block kernel is
-Generic's), within float rounding for sums, products and contractions that dask accumulates in
-another order. A call Generic refuses must be refused on Dask with the same exception type. The
+Every Dask task runs CPU's kernel of its name on its block (CPU itself is held to Generic, the
+reference, by the CPU and conformance tests). For every plan DaskCarrier advertises, operands
+are drawn for the plan's dtypes (and weak scalars), the public function runs on CPU and on
+DaskCarrier, and the results must match: exactly for bool and integer outputs and for
+elementwise names (the same kernel per block), within float rounding for sums, products and
+contractions that dask accumulates in another order. A call CPU refuses must be refused on
+Dask with the same exception type and message. The
 quick test covers each name's homogeneous dtypes; the slow one spreads over every name's
 mixed-dtype and scalar plans.
 """
@@ -21,7 +23,7 @@ from conveyor.engine import functional as F
 from conveyor.types.dtypes import from_numpy
 from conveyor.types.policy import enumerate_plans
 from conveyor_dask import DaskCarrier
-from conveyor_generic import Generic
+from conveyor_generic import CPU
 from tests.generic.oracle import assert_matches
 
 _ELEMENTWISE_BINARY = {
@@ -29,7 +31,7 @@ _ELEMENTWISE_BINARY = {
     "elementwise_mul",
 }  # fmt: skip
 _AXIS1 = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin"}
-# Names whose dask form accumulates in another order than Generic's NumPy call.
+# Names whose dask form accumulates in another order than CPU's kernel.
 _REORDERED = {"reduce_sum", "reduce_prod", "matmul", "conv_general"}
 _SCALARS: dict[cv.DType, Any] = {cv.bool: True, cv.int64: 3, cv.float64: 1.5, cv.complex128: 1 - 2j}
 
@@ -142,11 +144,11 @@ def _call(carrier: type, name: str, operands: list[Any], fields: dict[str, Any])
 
 def check_plan(plan: cv.OperationPlan, seed: int = 0) -> None:
     operands, fields = _operands(plan, seed)
-    want = _call(Generic, plan.operation, operands, fields)
+    want = _call(CPU, plan.operation, operands, fields)
     got = _call(DaskCarrier, plan.operation, operands, fields)
     if isinstance(want, Exception):
         assert type(got) is type(want), (got, want)
-        assert str(got).replace("DaskCarrier", "Generic") == str(want)
+        assert str(got).replace("DaskCarrier", "CPU") == str(want)
         return
     assert not isinstance(got, Exception), got
     for actual, expected, dtype in zip(got, want, plan.outputs, strict=True):
@@ -189,8 +191,8 @@ def _weak_scalars() -> list[Any]:
 
 
 @pytest.mark.parametrize("plan", _homogeneous() + _weak_scalars())
-def test_homogeneous_plan_matches_generic(plan: cv.OperationPlan) -> None:
-    """Each advertised name and operand dtype (and a scalar form) gives Generic's values."""
+def test_homogeneous_plan_matches_cpu(plan: cv.OperationPlan) -> None:
+    """Each advertised name and operand dtype (and a scalar form) gives CPU's values."""
     check_plan(plan)
 
 
@@ -211,8 +213,8 @@ def _spread() -> list[cv.OperationPlan]:
 
 
 @pytest.mark.slow
-def test_advertised_plans_across_dtype_combinations_match_generic() -> None:
-    """Up to 60 plans per name, spread over its dtype combinations, give Generic's values."""
+def test_advertised_plans_across_dtype_combinations_match_cpu() -> None:
+    """Up to 60 plans per name, spread over its dtype combinations, give CPU's values."""
     from concurrent.futures import ThreadPoolExecutor
 
     plans = _spread()

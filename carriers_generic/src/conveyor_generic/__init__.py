@@ -1,11 +1,12 @@
 """conveyor-generic: the Generic reference carrier and the CPU performance carrier.
 
-Besides the two carriers, the package offers Generic's reference kernels to sibling carriers
-that compute through them (the Dask carrier's tasks, the shared-memory carrier's kernels,
-Metal's host-side index checks): ``KERNELS`` and ``run_kernel``, the operand conversions and
-axis rules they use, and the geometry of ``conv_general``. Everything loads on first use (PEP
-562), so importing the plugin entry point ``conveyor_generic.plugin`` loads neither NumPy nor a
-carrier.
+Besides the two carriers, the package offers its kernels to sibling carriers that compute
+through them: Generic's reference kernels (``KERNELS`` and ``run_kernel``, for the
+shared-memory carrier's kernels and Metal's host-side index checks), CPU's kernels
+(``run_cpu_kernel``, for the Dask carrier's tasks, which need CPU's speed per block), the
+operand conversions and axis rules they use, and the geometry of ``conv_general``. Everything
+loads on first use (PEP 562), so importing the plugin entry point ``conveyor_generic.plugin``
+loads neither NumPy nor a carrier.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from conveyor_generic.cpu import CPU
+    from conveyor_generic.cpu import CPU, run_cpu_kernel
     from conveyor_generic.generic import Generic
     from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError, run_kernel
     from conveyor_generic.kernels._common import convert, lane_axes, reduced_axes
@@ -36,6 +37,7 @@ __all__ = [
     "convert",
     "lane_axes",
     "reduced_axes",
+    "run_cpu_kernel",
     "run_kernel",
 ]
 
@@ -47,6 +49,7 @@ _HOMES: Final = {
     "KernelIndexError": "conveyor_generic.kernels",
     "KernelValueError": "conveyor_generic.kernels",
     "run_kernel": "conveyor_generic.kernels",
+    "run_cpu_kernel": "conveyor_generic.cpu",
     "convert": "conveyor_generic.kernels._common",
     "lane_axes": "conveyor_generic.kernels._common",
     "reduced_axes": "conveyor_generic.kernels._common",

@@ -34,7 +34,7 @@ from conveyor_generic.kernels.cpu_elementwise import ELEMENTWISE_KERNELS
 from conveyor_generic.kernels.cpu_reductions import REDUCTION_KERNELS
 from conveyor_generic.kernels.cpu_sorting import SORTING_KERNELS
 
-__all__ = ["CPU", "from_dlpack", "to_dlpack"]
+__all__ = ["CPU", "from_dlpack", "run_cpu_kernel", "to_dlpack"]
 
 _Array = np.ndarray[Any, Any]
 _DLPACK_CPU: Final = (1, 0)  # (kDLCPU, device 0)
@@ -341,6 +341,52 @@ _SPECIALISED: Final[dict[str, Callable[..., Any]]] = {
 def _operation_class(name: str) -> type[cv.Operation]:
     kernel = _SPECIALISED.get(name) or _reference(name)
     return type(f"CPU_{name}", (CPUOperation,), {"_kernel": staticmethod(kernel)})
+
+
+def _block_kernel(name: str) -> Callable[..., Any]:
+    """CPU's kernel of ``name`` for blocks: the specialised one, else the reference kernel as is.
+
+    Blocks go back to their caller, not into a CPU carrier, so the reference kernel's result
+    needs no copy into an aligned buffer (``_reference`` makes that copy for CPU results).
+    """
+    return _SPECIALISED.get(name) or KERNELS[name]
+
+
+def run_cpu_kernel(
+    carrier: type,
+    plan: cv.OperationPlan,
+    options: cv.OperationExecutionOptions | None,
+    operands: Any,
+) -> Any:
+    """Run CPU's kernel of ``plan.operation`` on NumPy operands, for ``carrier``.
+
+    For sibling carriers that compute NumPy blocks (the Dask carrier's tasks): the plan runs as
+    it runs on CPU (float32 natively where the plan computes in float32, with ``out=`` and no
+    needless temporaries), where ``run_kernel`` runs the reference kernels' float64 widening
+    path, 3-10x slower on float32. Results are Generic's within CPU's documented tolerances
+    (see ``CPU``). Overflow and NaN are values, not warnings, as on CPU. The kernel runs on
+    the calling thread with unpooled outputs (``cpu_runtime.blocks_on``): the caller runs one
+    block per core and keeps the results.
+
+    Raises:
+        IndexError: an index or axis is out of range (message prefixed with the operation and
+            ``carrier``'s name); an axis raises NumPy's ``AxisError``.
+        ValueError: operand shapes or option values do not fit.
+    """
+    name = plan.operation
+    if options is None:
+        options = cv.OperationExecutionOptions(name)
+    token = _QUIET_SET(_QUIET)
+    mode = rt.blocks_on()  # no pooled outputs, no splitting across cores: see blocks_on
+    try:
+        return _block_kernel(name)(plan, options, *operands)
+    except KernelIndexError as exc:
+        raise exc.public(f"{name} on {carrier.__name__}: {exc}") from None
+    except KernelValueError as exc:
+        raise ValueError(f"{name} on {carrier.__name__}: {exc}") from None
+    finally:
+        rt.blocks_off(mode)
+        _QUIET_RESET(token)
 
 
 # Dispatch table: every name maps to a class, so each dispatch returns a fresh instance.

@@ -38,6 +38,8 @@ __all__ = [
     "QUIET_VALUE",
     "THREADS",
     "Array",
+    "blocks_off",
+    "blocks_on",
     "chunked",
     "empty",
     "fresh_buffers",
@@ -87,6 +89,27 @@ _dead: list[Array] = []
 _pool_lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
+# Set while a kernel computes a block for a sibling carrier (``blocks_on``, through
+# ``run_cpu_kernel``): see ``blocks_on`` for why large outputs and splitting differ then.
+_BLOCKS: contextvars.ContextVar[bool] = contextvars.ContextVar("cpu_blocks", default=False)
+
+
+def blocks_on() -> Any:
+    """Enter block mode (for ``run_cpu_kernel``); pass the token to ``blocks_off``.
+
+    A block leaves the kernels for its caller (a Dask task's result): nothing returns its
+    buffer to the pool, so a pooled output would be a fresh mapping that page-faults on every
+    block, where NumPy's allocator reuses freed memory; and the caller already runs one block
+    per core, so splitting a block across the cores again only oversubscribes them. In block
+    mode large outputs are plain aligned NumPy memory and elementwise work stays on the
+    calling thread.
+    """
+    return _BLOCKS.set(True)
+
+
+def blocks_off(token: Any) -> None:
+    """Leave the block mode ``blocks_on`` entered."""
+    _BLOCKS.reset(token)
 
 
 # Small outputs are sliced from 64-byte aligned slabs, one per thread and dtype: asking NumPy
@@ -199,7 +222,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype[Any], size: int) -> Array:
         state[1] = start + -(-size // line) * line  # the next piece starts on a cache line
         piece = state[0][start : start + size]
         return piece if len(shape) == 1 else piece.reshape(shape)  # type: ignore[no-any-return]
-    if nbytes < POOL_MIN_BYTES:
+    if nbytes < POOL_MIN_BYTES or _BLOCKS.get():
         return np.ndarray(shape, dtype, _aligned_raw(nbytes))
     return np.ndarray(shape, dtype, _pooled(nbytes))
 
@@ -392,8 +415,9 @@ def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
     Tasks are leaf kernels (they never submit work themselves), so the caller can run the last
     one itself and wait for the rest without risking a pool deadlock.
     """
-    if len(tasks) == 1:
-        tasks[0]()
+    if len(tasks) == 1 or _BLOCKS.get():  # block mode: the caller runs a block per core
+        for task in tasks:
+            task()
         return
     pool = _pool_executor()
     # Each task runs in a copy of the caller's context, so NumPy's error state (quiet) holds there.
@@ -434,7 +458,7 @@ def chunked(
     threads = threads or THREADS
     shape = out.shape
     size = out.size
-    if threads < 2 or size < 2 or size < PARALLEL_MIN:
+    if threads < 2 or size < 2 or size < PARALLEL_MIN or _BLOCKS.get():
         kernel(out, *inputs)
         return
     flat = all(

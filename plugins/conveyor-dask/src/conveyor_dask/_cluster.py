@@ -8,7 +8,9 @@ side must present, so no other process can connect to it and run code in its wor
 running scheduler instead (one started by ``dask scheduler`` / ``dask worker``, for instance);
 Conveyor never closes a cluster it did not start. Before a client is made for such an address,
 a bounded probe checks that a Dask scheduler answers there, so a wrong address is a
-``RuntimeError`` naming it within the connect timeout. Failures of the cluster itself (a scheduler
+``RuntimeError`` naming it within the connect timeout. ``CONVEYOR_DASK_SCHEDULER=threads`` (or
+``synchronous``) computes on Dask's schedulers inside this process instead: no processes, no
+ports, no client. Failures of the cluster itself (a scheduler
 that went away, a worker lost mid-computation) become ``RuntimeError`` messages that say what
 happened and what to do, so callers never see a half-computed or wrong result.
 """
@@ -27,16 +29,31 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_VARIABLE",
+    "EAGER_VARIABLE",
+    "LAYERS_VARIABLE",
+    "LOCAL_SCHEDULERS",
     "SCHEDULER_VARIABLE",
     "active_session",
     "chunk_limit",
     "close",
     "connect",
+    "eager",
+    "max_layers",
     "session",
 ]
 
 SCHEDULER_VARIABLE: Final = "CONVEYOR_DASK_SCHEDULER"
 CHUNK_VARIABLE: Final = "CONVEYOR_DASK_CHUNK"
+# "1": every operation computes its result and waits for it (errors at the call), not lazily.
+EAGER_VARIABLE: Final = "CONVEYOR_DASK_EAGER"
+# A lazy result whose graph has more layers than this is persisted (0: never).
+LAYERS_VARIABLE: Final = "CONVEYOR_DASK_MAX_LAYERS"
+# About one to four layers per operation (a reduction is a partial and an aggregate layer, a
+# conversion one more): a few hundred operations, far more than one pipeline or a training
+# step, and a graph dask optimises in milliseconds.
+_DEFAULT_MAX_LAYERS: Final = 256
+# Names of Dask's own schedulers that run in this process, accepted where an address is.
+LOCAL_SCHEDULERS: Final = ("threads", "synchronous")
 
 # Chunk bytes are kept between these bounds: smaller chunks drown in task overhead (~1 ms each),
 # larger ones stop spreading work across workers and strain a worker's memory limit.
@@ -52,6 +69,8 @@ _EXAMPLE: Final = "tcp://127.0.0.1:8786"
 
 class _Session:
     """A connected client, the address it reached, and the cluster Conveyor owns (if any)."""
+
+    local: Final = False  # a distributed cluster: futures, workers that can be lost
 
     __slots__ = ("_memory", "_threads", "address", "client", "cluster", "security", "workers")
 
@@ -127,8 +146,43 @@ class _Session:
                 logger.setLevel(level)
 
 
+class _LocalSession:
+    """Dask's threaded or synchronous scheduler in this process: no client, no workers.
+
+    It answers what a ``_Session`` answers, so storage and kernels need no other path than
+    choosing ``dask.persist`` / ``dask.compute`` over the client's. Nothing here can be lost
+    or go away: every failure is a task's own exception.
+    """
+
+    local: Final = True
+    client: Final = None
+    cluster: Final = None
+    security: Final = None
+    dashboard: Final = None
+    worker_memory: Final = 0  # this process's memory: chunks keep the size bounds alone
+    workers: Final[frozenset[str]] = frozenset()
+
+    __slots__ = ("address", "threads")
+
+    def __init__(self, kind: str) -> None:
+        self.address = kind
+        # Chunks are sized for about four per thread, as on a cluster.
+        self.threads = (os.cpu_count() or 1) if kind == "threads" else 1
+
+    def check(self, operation: str) -> None:
+        """Nothing to check: the scheduler is this process."""
+
+    def lost_workers(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        """Nothing to close: the local schedulers hold no resources between computations."""
+
+
+_AnySession = _Session | _LocalSession
+
 _lock = threading.RLock()
-_current: _Session | None = None
+_current: _AnySession | None = None
 
 
 def scheduler_gone(operation: str, address: str, detail: str) -> RuntimeError:
@@ -315,7 +369,7 @@ def _embedded() -> _Session:
     return _Session(client, cluster, cluster.scheduler_address, security)
 
 
-def session() -> _Session:
+def session() -> _AnySession:
     """The current session, starting one on first use (the variable, else an embedded cluster)."""
     global _current
     found = _current
@@ -324,7 +378,9 @@ def session() -> _Session:
     with _lock:
         if _current is None:
             address = os.environ.get(SCHEDULER_VARIABLE, "").strip()
-            if address:
+            if address in LOCAL_SCHEDULERS:
+                _current = _LocalSession(address)
+            elif address:
                 client, security = _client(address, _CONNECT_TIMEOUT_S, variable=True)
                 _current = _Session(client, None, address, security)
             else:
@@ -332,16 +388,17 @@ def session() -> _Session:
         return _current
 
 
-def active_session() -> _Session | None:
+def active_session() -> _AnySession | None:
     """The current session without starting one (for ``conveyor doctor``)."""
     return _current
 
 
-def connect(address: str, timeout: float = 10.0, security: Any = None) -> _Session:
+def connect(address: str, timeout: float = 10.0, security: Any = None) -> _AnySession:
     """Use the scheduler at ``address`` from now on; an embedded cluster we started closes.
 
     ``security`` (a ``distributed.Security``) holds the TLS credentials for a ``tls://``
     scheduler; without it Dask's configuration (``distributed.comm.tls.*``) applies.
+    ``"threads"`` and ``"synchronous"`` name Dask's schedulers in this process.
     """
     global _current
     if not isinstance(address, str) or not address.strip():
@@ -350,8 +407,12 @@ def connect(address: str, timeout: float = 10.0, security: Any = None) -> _Sessi
             f"'tcp://127.0.0.1:8786', got {address!r}"
         )
         raise ValueError(msg)
-    client, found = _client(address, timeout, security)
-    fresh = _Session(client, None, address, found)
+    fresh: _AnySession
+    if address.strip() in LOCAL_SCHEDULERS:
+        fresh = _LocalSession(address.strip())
+    else:
+        client, found = _client(address, timeout, security)
+        fresh = _Session(client, None, address, found)
     with _lock:
         old, _current = _current, fresh
     if old is not None:
@@ -359,7 +420,7 @@ def connect(address: str, timeout: float = 10.0, security: Any = None) -> _Sessi
     return fresh
 
 
-def _close_quietly(found: _Session) -> None:
+def _close_quietly(found: _AnySession) -> None:
     # A scheduler that already went away cannot be closed politely.
     with contextlib.suppress(Exception):
         found.close()
@@ -377,7 +438,7 @@ def close() -> None:
 atexit.register(close)
 
 
-def chunk_limit(nbytes: int, found: _Session) -> int:
+def chunk_limit(nbytes: int, found: _AnySession) -> int:
     """Bytes per chunk for an array of ``nbytes``: ``CONVEYOR_DASK_CHUNK``, else from its size.
 
     Large arrays are cut into about four chunks per worker thread so every worker has work,
@@ -405,9 +466,46 @@ def chunk_limit(nbytes: int, found: _Session) -> int:
     return max(_MIN_CHUNK, min(ceiling, nbytes // (4 * found.threads) or 1))
 
 
-def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
+def eager() -> bool:
+    """Whether ``CONVEYOR_DASK_EAGER`` asks every operation to compute before it returns.
+
+    Read at every call (a dict lookup), so a program or a test may switch it at any time.
+
+    Raises:
+        ValueError: the variable holds something other than ``0``/``1`` (or empty).
+    """
+    value = os.environ.get(EAGER_VARIABLE, "").strip()
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    msg = f"DaskCarrier: {EAGER_VARIABLE}={value!r} must be '1' (eager) or '0' (lazy), or unset"
+    raise ValueError(msg)
+
+
+def max_layers() -> int:
+    """The graph layers past which a lazy result is persisted (``CONVEYOR_DASK_MAX_LAYERS``).
+
+    Raises:
+        ValueError: the variable is not a non-negative integer.
+    """
+    value = os.environ.get(LAYERS_VARIABLE, "").strip()
+    if not value:
+        return _DEFAULT_MAX_LAYERS
+    if not value.isdigit():
+        msg = (
+            f"DaskCarrier: {LAYERS_VARIABLE}={value!r} must be a whole number of graph layers "
+            f"(0: never persist automatically), or unset for {_DEFAULT_MAX_LAYERS}"
+        )
+        raise ValueError(msg)
+    return int(value)
+
+
+def wait(operation: str, futures: Iterable[Any], found: _Session, *, reading: bool = False) -> None:
     """Block until ``futures`` finish; raise what a task raised, or a cluster fault as RuntimeError.
 
+    ``reading``: the futures compute a lazy result being read (its operation returned long
+    ago), so a fault message says no value was read rather than that nothing was published.
     The wait polls, so a scheduler that disappears mid-computation is reported within about
     ``_POLL_S`` of the client noticing instead of hanging.
     """
@@ -435,19 +533,20 @@ def wait(operation: str, futures: Iterable[Any], found: _Session) -> None:
                 bridge.tell()
             continue
         except CancelledError as exc:  # their data went with a worker (FuturesCancelledError)
-            raise lost(operation, found, _cancelled(exc), cancelled=True) from exc
+            raise lost(operation, found, _cancelled(exc), cancelled=True, reading=reading) from exc
         except OSError as exc:
             raise scheduler_gone(operation, found.address, str(exc)) from exc
         pending = list(done.not_done)
         for future in done.done:
             if future.status == "error":
-                raise _task_error(operation, future, found)
+                raise _task_error(operation, future, found, reading)
             if future.status == "lost":
                 # Its worker died after it finished: the scheduler recomputes it from inputs
                 # it can still reach, or cancels it (the CancelledError above), so wait on.
                 pending.append(future)
             elif future.status != "finished":
-                raise lost(operation, found, f"task {future.key!r} was {future.status}")
+                detail = f"task {future.key!r} was {future.status}"
+                raise lost(operation, found, detail, reading=reading)
     if bridge is not None:
         bridge.tell(finished=True)
 
@@ -458,7 +557,18 @@ def _cancelled(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {', '.join(reasons)}" if reasons else type(exc).__name__
 
 
-def lost(operation: str, found: _Session, detail: str, *, cancelled: bool = False) -> RuntimeError:
+def _outcome(reading: bool) -> str:
+    return "no value was read" if reading else "nothing was published"
+
+
+def lost(
+    operation: str,
+    found: _Session,
+    detail: str,
+    *,
+    cancelled: bool = False,
+    reading: bool = False,
+) -> RuntimeError:
     """A worker went away with data the operation needs, and Dask could not recompute it.
 
     Dask recomputes what it has a recipe for (data read from a file, intermediate results).
@@ -472,7 +582,7 @@ def lost(operation: str, found: _Session, detail: str, *, cancelled: bool = Fals
     who = f"worker {', '.join(workers)}" if workers else "a worker"
     head = (
         f"{operation} on DaskCarrier: the cluster lost {who} and data this operation needs "
-        f"({detail}); nothing was published. "
+        f"({detail}); {_outcome(reading)}. "
     )
     resend = (
         "Send the values again (cv.tensor(values, carrier='dask') or cv.move(t, DaskCarrier) "
@@ -496,33 +606,36 @@ def lost(operation: str, found: _Session, detail: str, *, cancelled: bool = Fals
     return RuntimeError(msg)
 
 
-def _killed(operation: str, found: _Session, detail: str) -> RuntimeError:
+def _killed(operation: str, found: _Session, detail: str, reading: bool) -> RuntimeError:
     found.lost_workers()  # the record of workers moves on
     if found.client.status != "running":
         return scheduler_gone(operation, found.address, detail)
     msg = (
         f"{operation} on DaskCarrier: the cluster lost worker after worker while they ran one "
-        f"task ({detail}); nothing was published. A task that ends every worker running it "
+        f"task ({detail}); {_outcome(reading)}. A task that ends every worker running it "
         f"usually needs more memory than a worker has: set {CHUNK_VARIABLE} smaller (e.g. "
         f"'16MiB') or give the workers more memory, then run the operation again"
     )
     return RuntimeError(msg)
 
 
-def _task_error(operation: str, future: Any, found: _Session) -> BaseException:
+def _task_error(operation: str, future: Any, found: _Session, reading: bool) -> BaseException:
     from distributed.scheduler import KilledWorker
 
     exc = future.exception()
     if isinstance(exc, KilledWorker):
-        error = _killed(operation, found, str(exc))
+        error = _killed(operation, found, str(exc), reading)
         error.__cause__ = exc
         return error
     assert isinstance(exc, BaseException)
     return exc
 
 
-def describe(found: _Session) -> dict[str, str]:
+def describe(found: _AnySession) -> dict[str, str]:
     """``conveyor doctor``'s lines for a session: scheduler, dashboard, workers."""
+    if found.local:
+        where = f"{found.address} (Dask's scheduler, in this process)"
+        return {"scheduler": where, "threads": str(found.threads)}
     return {
         "scheduler": found.address,
         "dashboard": found.dashboard or "none (install bokeh for Dask's dashboard)",

@@ -1,20 +1,24 @@
-"""Kernels of DaskCarrier: every planned name as a dask.array graph over the reference kernels.
+"""Kernels of DaskCarrier: every planned name as a dask.array graph over CPU's kernels.
 
-Each kernel builds a graph from its operands' persisted arrays and the accepted plan, persists
-the result on the workers and waits for it, so a task's error surfaces here (as the error type
-Generic raises for the same call) before the framework publishes anything. The per-block work is
-Conveyor's reference NumPy kernel of the name, so conversions, arithmetic, accumulator and
-output dtype are the plan's exactly; dask supplies the distribution:
+Each kernel builds a graph from its operands' arrays and the accepted plan and returns it as
+the result, lazily: nothing runs until the result is read or persisted (``_storage.settle``
+says when else), so dask fuses a chain and streams its chunks. Binding, planning, the
+capability gate and shape checks ran before the kernel, so those errors still surface at the
+call; a task's own error (a ``gather`` index out of range) names its operation and surfaces
+when the values are computed. The per-block work is CPU's kernel of the name under the plan
+(``conveyor_generic.run_cpu_kernel``: float32 plans compute in float32, as on CPU), so
+conversions, arithmetic, accumulator and output dtype are the plan's; dask supplies the
+distribution:
 
 - elementwise names and activations: ``blockwise`` over operands aligned as NumPy broadcasts;
 - sums and products: a dask tree reduction in the plan's accumulator dtype, rounded once;
   maxima and minima: a dask tree reduction (exact in any order);
 - ``matmul``: blocked ``dask.array.matmul`` on operands converted to the plan's dtype;
-- ``argmax``, ``argmin``, ``cumsum``, ``sort``, ``topk``: the reference kernel per lane block
+- ``argmax``, ``argmin``, ``cumsum``, ``sort``, ``topk``: the CPU kernel per lane block
   (the axis in one chunk, the other axes still chunked);
-- ``conv_general``: the reference kernel per batch chunk, with the whole weight;
+- ``conv_general``: the CPU kernel per batch chunk, with the whole weight;
 - ``gather``, ``scatter``, ``scatter_add``, and whole-array forms (``axis=None``, empty or 0-d
-  operands): the reference kernel in one task on a worker, whose result is re-chunked there.
+  operands): the CPU kernel in one task on a worker, whose result is re-chunked there.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from conveyor_generic import (
     convert,
     lane_axes,
     reduced_axes,
+    run_cpu_kernel,
 )
 
 if TYPE_CHECKING:
@@ -87,23 +92,28 @@ def _meta(ndim: int, dtype: cv.DType) -> np.ndarray[Any, Any]:
 
 
 def _publish(ctx: _Context, arrays: Sequence[da.Array]) -> cv.ProviderResult:
-    """Persist ``arrays`` (one per result spec), wait for them, and wrap them as results."""
+    """Wrap ``arrays`` (one per result spec) as results: lazy graphs, or settled (eager mode)."""
     session = _session(ctx)
     specs = ctx.invocation.results
     shaped = [a.reshape(spec.shape) for a, spec in zip(arrays, specs, strict=True)]
-    done = _storage.persist(_name(ctx), shaped, session)
+    done, stored = _storage.settle(_name(ctx), shaped, session)
     outputs = []
     for index, array in enumerate(done):
         out = ctx.allocate_result(index)
         handle = _handle(out)
         handle.base = array
         handle.limit = _storage.chunk_bytes(specs[index].shape, specs[index].dtype, session)
+        handle.origin, handle.stored = _name(ctx), stored
         outputs.append(out)
     return cv.ProviderResult(tuple(outputs))
 
 
 def _translated(kernel: _Kernel) -> _Kernel:
-    """``kernel`` with reference-kernel refusals re-raised as Generic raises them, named here."""
+    """``kernel`` with kernel refusals re-raised as Generic raises them, named here.
+
+    Tasks name their own refusals (``run_cpu_kernel``); these are the ones raised while the
+    graph is built (axis rules) or, in eager mode, a task's unnamed one.
+    """
 
     def run(ctx: _Context) -> cv.ProviderResult:
         try:
@@ -123,13 +133,17 @@ def _translated(kernel: _Kernel) -> _Kernel:
 # travel as arguments: pickling a closure's code for every call would cost more than a tiny op.
 
 
-def _reference(name: str, plan: cv.OperationPlan, options: Any, *operands: Any) -> Any:
-    """The reference kernel of ``name`` under ``plan`` (what every task runs)."""
-    return KERNELS[name](plan, options, *operands)
+def _run(carrier: type, plan: cv.OperationPlan, options: Any, *operands: Any) -> Any:
+    """CPU's kernel of ``plan`` on blocks (what every task runs); refusals name ``carrier``.
+
+    CPU's, not the reference kernel: the reference widens float32 to float64 and back (``x *
+    2.0`` on a 64 MiB block took 86 ms against NumPy's 14 ms), CPU computes the plan natively.
+    """
+    return run_cpu_kernel(carrier, plan, options, operands)
 
 
-def _call(ctx: _Context) -> tuple[str, cv.OperationPlan, cv.OperationExecutionOptions]:
-    return _name(ctx), _plan(ctx), _options(ctx)
+def _call(ctx: _Context) -> tuple[type, cv.OperationPlan, cv.OperationExecutionOptions]:
+    return type(ctx.carrier), _plan(ctx), _options(ctx)
 
 
 def _elementwise_block(
@@ -138,7 +152,7 @@ def _elementwise_block(
     values = list(template)
     for i, b in zip(where, blocks, strict=True):
         values[i] = b
-    return _reference(*call, *values)
+    return _run(*call, *values)
 
 
 def _convert_block(b: Any, plan: cv.OperationPlan, index: int) -> Any:
@@ -146,36 +160,76 @@ def _convert_block(b: Any, plan: cv.OperationPlan, index: int) -> Any:
 
 
 def _lane_block(b: Any, call: tuple[Any, ...], index: int) -> Any:
-    found = _reference(*call, b)
+    found = _run(*call, b)
     return found[index] if isinstance(found, tuple) else found
 
 
 # -- whole-array form: one task on a worker --
 
 
+def _pick(parts: tuple[Any, ...], index: int) -> Any:
+    return parts[index]
+
+
 def _whole(ctx: _Context) -> cv.ProviderResult:
-    import dask
+    """The kernel in one task over whole operands, its results re-chunked on the workers.
+
+    A ``blockwise`` over operands in one chunk each, every axis its own index (so the task
+    gets whole arrays), not ``dask.delayed``: a delayed call over dask arrays keeps only the
+    keys of data stored on the cluster, not its futures, so the workers could forget that data
+    while this lazy result still needs it ("lost dependencies").
+    """
     import dask.array as da
 
     specs = ctx.invocation.results
-    nout = len(specs) if len(specs) > 1 else None
-    task = dask.delayed(_reference, pure=False, nout=nout, name=_fresh(ctx))
-    result = task(*_call(ctx), *_operands(ctx))
-    parts = [result[i] for i in range(len(specs))] if len(specs) > 1 else [result]
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    pairs: list[Any] = [part for value in _call(ctx) for part in (value, None)]
+    for x in _operands(ctx):
+        if isinstance(x, da.Array):
+            pairs += [x.rechunk(-1), "".join(next(letters) for _ in range(x.ndim))]
+        else:
+            pairs += [x, None]  # a scalar or None, passed as it is
     session = _session(ctx)
-    arrays = []
-    for part, spec in zip(parts, specs, strict=True):
-        array = da.from_delayed(part, shape=spec.shape, dtype=spec.dtype.numpy)
+
+    def whole_result(function: Any, arguments: list[Any], spec: Any, **kwargs: Any) -> Any:
+        index = "".join(next(letters) for _ in spec.shape)
+        return da.blockwise(
+            function,
+            index,
+            *arguments,
+            new_axes=dict(zip(index, spec.shape, strict=True)),
+            concatenate=True,
+            dtype=spec.dtype.numpy,
+            meta=_meta(len(spec.shape), spec.dtype),
+            name=_fresh(ctx),
+            **kwargs,
+        )
+
+    if len(specs) == 1:
+        arrays = [whole_result(_run, pairs, specs[0])]
+    else:  # one task computes the tuple (a 0-d object block); one more per result picks it
+        parts = da.blockwise(
+            _run,
+            "",
+            *pairs,
+            concatenate=True,
+            dtype=object,
+            meta=np.empty((), object),
+            name=_fresh(ctx),
+        )
+        arrays = [whole_result(_pick, [parts, ""], spec, index=i) for i, spec in enumerate(specs)]
+    rechunked = []
+    for array, spec in zip(arrays, specs, strict=True):
         limit = _storage.chunk_bytes(spec.shape, spec.dtype, session)
-        arrays.append(array.rechunk(_storage.chunks_for(spec.shape, spec.dtype.numpy, limit)))
-    return _publish(ctx, arrays)
+        rechunked.append(array.rechunk(_storage.chunks_for(spec.shape, spec.dtype.numpy, limit)))
+    return _publish(ctx, rechunked)
 
 
 # -- elementwise --
 
 
 def _elementwise(ctx: _Context) -> cv.ProviderResult:
-    """The reference kernel block by block, over operands aligned the way NumPy broadcasts.
+    """The CPU kernel block by block, over operands aligned the way NumPy broadcasts.
 
     Operands keep their own shapes and chunks: ``blockwise`` lines their axes up from the
     right, rechunks axes whose chunks differ to a common grid, and hands an operand's single
@@ -217,7 +271,8 @@ def _converted(ctx: _Context, x: da.Array, index: int = 0) -> da.Array:
     plan = _plan(ctx)
     target = plan.operands[index].convert_to
     assert target is not None  # a tensor operand of a plan always has one
-
+    if target.numpy == x.dtype:
+        return x  # nothing to convert: no layer (graph layers count toward the bound)
     return x.map_blocks(
         _convert_block,
         plan=plan,
@@ -243,7 +298,7 @@ def _reduction(ctx: _Context) -> cv.ProviderResult:
     options = _options(ctx)
     axes = reduced_axes(options.axis, x.ndim)
     if x.ndim == 0 or x.size == 0 or not axes:
-        return _whole(ctx)  # identities and empty-axis refusals exactly as the reference
+        return _whole(ctx)  # identities and empty-axis refusals exactly as CPU
     name = _TREE[_name(ctx)]
     values = _converted(ctx, x)
     function = getattr(da, name)
@@ -301,7 +356,7 @@ def _matmul(ctx: _Context) -> cv.ProviderResult:
 
 
 def _conv_general(ctx: _Context) -> cv.ProviderResult:
-    """The reference convolution per chunk of the batch axis, each with the whole weight."""
+    """The CPU convolution per chunk of the batch axis, each with the whole weight."""
     import dask.array as da
 
     x, w = _operands(ctx)
@@ -319,7 +374,7 @@ def _conv_general(ctx: _Context) -> cv.ProviderResult:
     out_index = "".join("n" if a == batch_out else "hijklmo"[a] for a in range(len(spec.shape)))
     new_axes = {out_index[a]: spec.shape[a] for a in range(len(spec.shape)) if a != batch_out}
     result = da.blockwise(
-        _reference,
+        _run,
         out_index,
         *(part for value in _call(ctx) for part in (value, None)),  # plain (not array) arguments
         x,

@@ -1,18 +1,26 @@
-"""Storage of a DaskCarrier: its slots as one chunked dask array persisted on the cluster.
+"""Storage of a DaskCarrier: its slots as one chunked dask array, lazy until something reads it.
 
-A handle keeps ``base``, a dask array whose row-major flattening is the carrier's slots. A
-kernel's result keeps the shape the kernel computed, so the next kernel reads it with its
-natural chunks and no rechunking; data that arrived flat is reshaped once, on first use, and
-kept that way. A tensor's layout (views: permutations, broadcasts, offsets) is turned back into
-dask slicing and transposes of ``base``; only irregular strides fall back to integer indexing.
-Values never pass through the client except when they are read.
+A handle keeps ``base``, a dask array whose row-major flattening is the carrier's slots: data
+stored on the cluster (values sent from this process, persisted results) or, for an
+operation's result, the lazy graph that computes it (``stored`` tells which). ``settle``
+decides when a result is computed before it is read: in eager mode always, else only once its
+graph grows past the layer bound. A kernel's result keeps the shape the kernel computed, so
+the next kernel reads it with its natural chunks and no rechunking; data that arrived flat is
+reshaped once, on first use, and kept that way. A tensor's layout (views: permutations,
+broadcasts, offsets) is turned back into dask slicing and transposes of ``base``; only irregular
+strides fall back to integer indexing. Values never pass through the client except when they
+are read. On Dask's local schedulers
+(``CONVEYOR_DASK_SCHEDULER=threads``) the same graphs run in this process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import mmap
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -32,8 +40,10 @@ __all__ = [
     "compute",
     "fresh_name",
     "logical",
+    "owned",
     "persist",
     "scatter",
+    "settle",
 ]
 
 _Array = np.ndarray[Any, Any]
@@ -43,23 +53,50 @@ _STORABLE: Final = frozenset(d for d in CONCRETE_DTYPES if d is not cv.bfloat16)
 
 
 class Distributed:
-    """Storage handle: ``base`` (a persisted dask array), its dtype, and its chunk limit in bytes.
+    """Storage handle: ``base`` (a dask array), its dtype, and its chunk limit in bytes.
 
-    Mutable on purpose: writes and kernel results replace ``base`` with a new persisted array.
+    Mutable on purpose: writes and kernel results replace ``base`` with a new array, and
+    ``DaskCarrier.persist`` replaces a lazy ``base`` with its computed values (the same values).
     A fresh allocation holds no array at all until something reads it (``base`` is then a lazy
     ``dask.array.zeros``): kernel results replace it at once, so they never pay for the zeros.
+    ``origin`` names the operation whose result ``base`` is, so a failure found when it is
+    computed names that operation; ``stored`` is true once ``base`` holds data rather than a
+    graph still to compute. ``reread``, for values read from a file, makes a fresh graph of
+    the same reads (see ``values``); replacing ``base`` drops it.
     """
 
-    __slots__ = ("__weakref__", "_base", "dtype", "limit", "session", "size")
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "dtype",
+        "limit",
+        "origin",
+        "reread",
+        "session",
+        "size",
+        "stored",
+    )
 
     def __init__(
-        self, base: da.Array | None, size: int, dtype: cv.DType, limit: int, session: Any
+        self,
+        base: da.Array | None,
+        size: int,
+        dtype: cv.DType,
+        limit: int,
+        session: Any,
+        *,
+        origin: str = "move",
+        stored: bool = True,
+        reread: Callable[[], da.Array] | None = None,
     ) -> None:
         self._base = base
         self.size = size
         self.dtype = dtype
         self.limit = limit
-        self.session: _cluster._Session = session
+        self.session: _cluster._AnySession = session
+        self.origin = origin
+        self.stored = stored
+        self.reread = reread
 
     @property
     def base(self) -> da.Array:
@@ -67,16 +104,29 @@ class Distributed:
             import dask.array as da
 
             chunks = chunks_for((self.size,), self.dtype.numpy, self.limit)
-            self._base = da.zeros((self.size,), self.dtype.numpy, chunks=chunks)
+            self._base = da.zeros((self.size,), dtype=self.dtype.numpy, chunks=chunks)
         return self._base
 
     @base.setter
     def base(self, value: da.Array) -> None:
         self._base = value
+        self.reread = None
+
+    def values(self) -> da.Array:
+        """The array an operation builds on: ``base``, or for file data a fresh read of it.
+
+        Each consumer of file data gets reads of its own (a new graph name), so dask fuses
+        them into that consumer and reads each chunk again rather than hold it in memory for
+        another consumer: ``(x - x.mean(0))`` streams the file twice instead of keeping all of
+        ``x`` between the two passes (reading from a file costs a copy; holding it, memory the
+        size of the data).
+        """
+        return self.reread() if self.reread is not None else self.base
 
     def drop(self) -> None:
         """Forget the array (its futures), so the workers free its blocks; storage is now empty."""
         self._base = None
+        self.reread = None
         self.size = 0
 
     @property
@@ -132,7 +182,11 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     limit = chunk_bytes(values.shape, dtype, session)
     chunks = chunks_for(values.shape, dtype.numpy, limit)
     if values.size == 0:
-        return da.zeros(values.shape, dtype.numpy, chunks=chunks), limit
+        return da.zeros(values.shape, dtype=dtype.numpy, chunks=chunks), limit
+    if session.local:
+        # The chunks are slices of one copy in this process's memory (a copy: ``values`` may
+        # be a view of memory its owner writes later).
+        return da.from_array(np.array(values), chunks=chunks, name=fresh_name("values")), limit
     if values.nbytes <= _INLINE_BYTES:
         inline = da.from_array(np.array(values), chunks=chunks, name=fresh_name("values"))
         (array,) = persist("move", [inline], session, wait=False)
@@ -147,20 +201,38 @@ def scatter(values: _Array, dtype: cv.DType, session: Any) -> tuple[da.Array, in
     ]
     session.check("move")
     futures = session.client.scatter(blocks, hash=False)
-    parts = np.empty(tuple(len(c) for c in chunks), dtype=object)
-    for index, future, block in zip(grid, futures, blocks, strict=True):
-        parts[index] = da.from_delayed(future, shape=block.shape, dtype=block.dtype)
-    return da.block(parts.tolist()) if values.ndim else parts[()], limit
+    # One layer of futures, as a persisted array holds: ``da.block`` over ``from_delayed``
+    # parts made a layer per chunk and more to join them, which counted toward the layer
+    # bound (a 256-chunk tensor would have persisted every result built on it).
+    from dask.highlevelgraph import HighLevelGraph
+
+    name = fresh_name("values")
+    layer = {(name, *index): future for index, future in zip(grid, futures, strict=True)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=())
+    return da.Array(graph, name, chunks=chunks, dtype=dtype.numpy), limit
 
 
 def persist(
-    operation: str, arrays: list[da.Array], session: Any, *, wait: bool = True
+    operation: str,
+    arrays: list[da.Array],
+    session: Any,
+    *,
+    wait: bool = True,
+    reading: bool = False,
 ) -> list[da.Array]:
     """``arrays`` computed and kept on the workers; raises what the computation raised.
 
     ``wait=False`` only submits the work (for moves of blocks, which cannot fail as a kernel
-    can): whatever reads the result waits for it.
+    can, and for results persisted past the layer bound): whatever reads the result waits for
+    it. On a local scheduler the work is done before this returns, whatever ``wait`` says.
+    ``reading``: the computation is of lazy results asked for now (see ``_cluster.wait``).
     """
+    arrays = [_owning(a) for a in arrays]
+    if session.local:
+        import dask
+
+        with _local_progress(operation):
+            return list(dask.persist(*arrays, scheduler=session.address))
     import distributed
 
     session.check(operation)
@@ -170,20 +242,77 @@ def persist(
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
     if wait:
         with session.client.as_current():
-            _cluster.wait(operation, distributed.futures_of(done), session)
+            _cluster.wait(operation, distributed.futures_of(done), session, reading=reading)
     return done
 
 
+def settle(operation: str, arrays: list[da.Array], session: Any) -> tuple[list[da.Array], bool]:
+    """``arrays`` as a result keeps them, and whether they are stored (computed) now.
+
+    Lazy by default: the graphs are kept as they are, and computed when read. In eager mode
+    (``CONVEYOR_DASK_EAGER=1``) they are computed and waited for here, so a task's error
+    surfaces at the call. A graph past the layer bound (``CONVEYOR_DASK_MAX_LAYERS``) is
+    persisted without waiting, so a long chain or a training loop does not build an ever
+    larger graph to optimise and recompute at every read.
+    """
+    if _cluster.eager():
+        return persist(operation, arrays, session), True
+    bound = _cluster.max_layers()
+    if bound and any(len(a.dask.layers) > bound for a in arrays):
+        return persist(operation, arrays, session, wait=False), True
+    return arrays, False
+
+
 def compute(operation: str, array: da.Array, session: Any) -> _Array:
-    """``array``'s values on the client (the only place values leave the cluster)."""
+    """``array``'s values on the client (the only place values leave the cluster).
+
+    ``operation`` names the operation whose result is read, so a failure found only now (a
+    task's error, a lost worker) names the call that caused it.
+    """
+    if session.local:
+        import dask
+
+        with _local_progress(operation):
+            (found,) = dask.compute(array, scheduler=session.address)
+        return owned(np.asarray(found))
     session.check(operation)
     try:
         future = session.client.compute(array)
     except OSError as exc:
         raise _cluster.scheduler_gone(operation, session.address, str(exc)) from exc
     with session.client.as_current():
-        _cluster.wait(operation, [future], session)
-    return np.asarray(future.result())
+        _cluster.wait(operation, [future], session, reading=True)
+    return owned(np.asarray(future.result()))
+
+
+def _local_progress(operation: str) -> Any:
+    """A ``cv.progress`` bridge for a local-scheduler computation, or nothing to do."""
+    from conveyor.sdk import progress_active
+
+    if not progress_active():
+        return contextlib.nullcontext()
+    from conveyor_dask._progress import LocalBridge
+
+    return LocalBridge(f"{operation} on DaskCarrier")
+
+
+def owned(block: _Array) -> _Array:
+    """``block``, copied if it is a view of a mapped file (a chunk read from a FileBacked file).
+
+    Such views cost no copy while a graph streams them, but a value that is kept or handed
+    out must not follow later writes to the file, nor keep the mapping open.
+    """
+    base: Any = block
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return np.array(block)
+        base = getattr(base, "base", None)
+    return block
+
+
+def _owning(array: da.Array) -> da.Array:
+    """``array`` with every block that views a mapped file copied (see ``owned``)."""
+    return array.map_blocks(owned, dtype=array.dtype, meta=array._meta, name=fresh_name("own"))
 
 
 def _flat(handle: Distributed) -> da.Array:
@@ -210,20 +339,23 @@ def logical(handle: Distributed, layout: cv.Layout) -> da.Array:
     """The values under ``layout`` as a dask array of ``layout.shape`` (lazy, no compute)."""
     import dask.array as da
 
-    base = handle.base
+    base = handle.values()
     if layout.shape == base.shape and layout == cv.Layout.contiguous(base.shape):
         return base
     if layout.size == 0:
-        return da.zeros(layout.shape, handle.dtype.numpy)
+        return da.zeros(layout.shape, dtype=handle.dtype.numpy)
     if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
         if base.ndim <= 1 and len(layout.shape) > 1:
             # Data that arrived flat: keep it in this shape with squarish chunks from now on.
-            # Not waited for: moving persisted blocks cannot fail the way a kernel can, and the
-            # kernel reading it waits anyway (a lost worker is reported there).
+            # Stored data is moved into that shape on the workers, not waited for: moving
+            # stored blocks cannot fail the way a kernel can, and whatever reads it waits anyway
+            # (a lost worker is reported there). A lazy graph stays lazy.
             chunks = chunks_for(layout.shape, handle.dtype.numpy, handle.limit)
             shaped = base.reshape(layout.shape).rechunk(chunks)
-            (handle.base,) = persist("reshape", [shaped], handle.session, wait=False)
-            return handle.base
+            if handle.stored:
+                (shaped,) = persist("reshape", [shaped], handle.session, wait=False)
+            handle.base = shaped
+            return shaped
         return base.reshape(layout.shape)
     transposed = _as_transpose(layout, base.shape)
     if transposed is not None:
@@ -284,15 +416,15 @@ class DaskStorage(cv.StorageProvider):
         handle.drop()
 
     def read(self, handle: Distributed, index: int) -> Any:
-        return compute("read", _flat(handle)[index], handle.session).item()
+        return compute(handle.origin, _flat(handle)[index], handle.session).item()
 
     def write(self, handle: Distributed, index: int, value: Any) -> None:
         flat = _flat(handle).copy()
         flat[index] = np.asarray(value).astype(handle.dtype.numpy)
-        (handle.base,) = persist("write", [flat], handle.session)
+        _store(handle, "write", flat)
 
     def export_span(self, handle: Distributed, layout: cv.Layout, dtype: cv.DType) -> _Array:
-        return compute("export_span", logical(handle, layout), handle.session)
+        return compute(handle.origin, logical(handle, layout), handle.session)
 
     def import_span(
         self, handle: Distributed, layout: cv.Layout, dtype: cv.DType, values: _Array
@@ -300,7 +432,16 @@ class DaskStorage(cv.StorageProvider):
         values = np.asarray(values, dtype.numpy)
         if layout == cv.Layout.contiguous(layout.shape) and layout.size == handle.size:
             handle.base, handle.limit = scatter(values, dtype, handle.session)
+            handle.origin, handle.stored = "move", True
             return
         flat = _flat(handle).copy()
         flat[_slot_indices(layout).reshape(-1)] = values.reshape(-1)
-        (handle.base,) = persist("import_span", [flat], handle.session)
+        _store(handle, "import_span", flat)
+
+
+def _store(handle: Distributed, operation: str, array: da.Array) -> None:
+    """``array`` as ``handle``'s new slots, settled like a kernel's result.
+
+    ``origin`` stays: the values still come from the operation that made them, changed here.
+    """
+    (handle.base,), handle.stored = settle(operation, [array], handle.session)

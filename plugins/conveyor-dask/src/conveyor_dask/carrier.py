@@ -1,12 +1,13 @@
-"""DaskCarrier: tensors as chunked dask arrays persisted on a ``dask.distributed`` cluster.
+"""DaskCarrier: tensors as chunked dask arrays, lazy graphs computed when read.
 
 The carrier is an open, definition-backed sibling of ``conveyor.Carrier``: it writes no
-``Operation``. Its ``CarrierDefinition`` supplies storage (``_storage``: one persisted dask array
-per carrier), kernels (``_kernels``: every planned name as a dask graph over the reference
-kernels, with the plans it executes) and moves (``_routes``). Conveyor binds, plans, gates,
-validates and differentiates, so gradients come from the central VJPs and run on the cluster
-too. Results stay on the workers until something reads them (``numpy()``, ``item()``,
-``cv.move(t, "cpu")``). Dask itself is imported on first use, not when this module loads.
+``Operation``. Its ``CarrierDefinition`` supplies storage (``_storage``: one dask array per
+carrier, stored data or a lazy graph), kernels (``_kernels``: every planned name as a dask graph
+over CPU's kernels, with the plans it executes) and moves (``_routes``). Conveyor binds, plans,
+gates, validates and differentiates at the call, so gradients come from the central VJPs and
+build graphs too. Values are computed when something reads them (``numpy()``, ``item()``,
+``cv.move(t, "cpu")``) or asks for them (``DaskCarrier.persist``). Dask itself is imported on
+first use, not when this module loads.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ class DaskCarrier(cv.Carrier):
 
     With no configuration the first tensor starts an embedded ``LocalCluster`` on 127.0.0.1
     (one worker process per core), closed at exit. ``CONVEYOR_DASK_SCHEDULER`` or
-    ``DaskCarrier.connect(address)`` uses an existing scheduler instead. Chunks are sized from
+    ``DaskCarrier.connect(address)`` uses an existing scheduler instead, or Dask's schedulers in
+    this process (``"threads"``, ``"synchronous"``). Operations are lazy (``persist`` computes,
+    ``CONVEYOR_DASK_EAGER=1`` computes every result at its call). Chunks are sized from
     the data and the workers' memory limit; ``CONVEYOR_DASK_CHUNK`` (bytes, e.g. ``"64MiB"``)
     overrides the limit, and ``repr`` shows both.
     """
@@ -53,6 +56,45 @@ class DaskCarrier(cv.Carrier):
                 refused the credentials); the cluster in use stays in use.
         """
         _cluster.connect(address, timeout, security)
+
+    @staticmethod
+    def persist(*tensors: cv.Tensor) -> None:
+        """Compute the values of ``tensors`` now and keep them, in place.
+
+        Kept on the workers (on a local scheduler, in this process), so later operations and
+        reads start from the values instead of recomputing their graphs: persist what a loop
+        reads again and again (weights in training), or to see a task's error at a chosen
+        point. Graphs the tensors share are computed once. Already computed tensors cost
+        nothing.
+
+        Raises:
+            TypeError: a tensor does not live on a DaskCarrier; nothing is computed.
+            RuntimeError: a cluster fault (a lost worker, the scheduler gone), naming the
+                operations whose results were being computed; the tensors stay lazy.
+            Exception: what a task raised (a ``gather`` index out of range is ``IndexError``
+                naming ``gather``); the tensors stay lazy.
+        """
+        handles: dict[int, _storage.Distributed] = {}
+        for tensor in tensors:
+            carrier = tensor.carrier if isinstance(tensor, cv.Tensor) else None
+            if not isinstance(carrier, DaskCarrier):
+                where = type(carrier).__name__ if carrier is not None else type(tensor).__name__
+                msg = (
+                    f"persist on DaskCarrier: expected tensors on a DaskCarrier, got {where}; "
+                    f"move it with cv.move(tensor, DaskCarrier) first"
+                )
+                raise TypeError(msg)
+            handle = carrier._handle()
+            if not handle.stored:
+                handles[id(handle)] = handle
+        by_session: dict[int, list[_storage.Distributed]] = {}
+        for handle in handles.values():
+            by_session.setdefault(id(handle.session), []).append(handle)
+        for group in by_session.values():
+            names = ", ".join(sorted({h.origin for h in group}))
+            done = _storage.persist(names, [h.base for h in group], group[0].session, reading=True)
+            for handle, array in zip(group, done, strict=True):
+                handle.base, handle.stored = array, True
 
     @staticmethod
     def close() -> None:
