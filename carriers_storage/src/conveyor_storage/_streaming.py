@@ -12,14 +12,14 @@ Tiles move only as whole spans.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
 
 import conveyor as cv
 from conveyor.sdk import progress_active, report_progress
 from conveyor_storage._spans import aligned_bytes
-from conveyor_storage._tiles import Coord, TileMap, TileSet
+from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet
 from conveyor_storage._transitions import checked_plan, claim, write_back
 from conveyor_storage.file_backed import FileBacked
 
@@ -28,9 +28,21 @@ if TYPE_CHECKING:
 
     from conveyor_storage.tiled_evictable import TiledEvictable
 
-__all__ = ["Hold"]  # and the underscore helpers the operation modules share
+__all__ = [
+    "READ_CHUNK_BYTES",
+    "Hold",
+    "Step",
+    "chunkable",
+    "step_region",
+    "steps",
+]  # and the underscore helpers the operation modules share
 
 _Array = np.ndarray[Any, Any]
+Rows = tuple[int, int] | None
+#: Tiles in a FileBacked secondary stream in row chunks of at most this many bytes, read on the
+#: prefetch thread into reused buffers: measured (docs/decisions.md) against whole-tile reads,
+#: the chunks stay in cache while they are reduced, so a warm read is not a second memory pass.
+READ_CHUNK_BYTES: Final = 4 << 20
 
 
 def _operand(x: cv.Tensor) -> tuple[TiledEvictable, TileMap]:
@@ -106,26 +118,43 @@ class _Session:
                 carrier._busy.difference_update(TileSet(carrier._grid.coords()).coords)
 
     def load(
-        self, carrier: TiledEvictable, mapping: TileMap, coord: Coord, *, count: bool = False
+        self,
+        carrier: TiledEvictable,
+        mapping: TileMap,
+        coord: Coord,
+        rows: Rows = None,
+        *,
+        count: bool = False,
     ) -> tuple[_Array, Hold]:
-        """Tile ``coord`` as the tensor sees it, and what it holds until ``give``.
+        """Tile ``coord`` (or rows ``rows`` of it) as the tensor sees it, and what it holds
+        until ``give``.
 
         ``count`` charges a tile the caller copies even when it is resident or implicit. A
         tile read from a FileBacked secondary lands in a buffer the session reuses, so
-        streaming faults in no fresh memory per tile.
+        streaming faults in no fresh memory per tile; ``rows`` (only for a tensor seeing the
+        tiles in canonical order) reads just that part of the tile's first axis.
         """
+        grid = carrier._grid
+        shape = grid.tile_shape if rows is None else (rows[1] - rows[0], *grid.tile_shape[1:])
+        size = (
+            carrier.tile_bytes
+            if rows is None
+            else carrier.tile_bytes * shape[0] // _first_extent(grid)
+        )
         nbytes = 0
         if count or (coord not in carrier._resident and coord not in carrier._implicit):
-            carrier._ledger.take(carrier.tile_bytes, self.name)
-            nbytes = carrier.tile_bytes
+            carrier._ledger.take(size, self.name)
+            nbytes = size
         buffer = None
         try:
             if nbytes and not count:
-                buffer = self._read_reused(carrier, coord)
-            if buffer is None:
+                buffer = self._read_reused(carrier, coord, rows, size)
+            if buffer is not None:
+                values = buffer.view(carrier._dt.numpy).reshape(shape)
+            elif rows is None:
                 values = carrier._values(coord, self.name)
             else:
-                values = buffer.view(carrier._dt.numpy).reshape(carrier._grid.tile_shape)
+                values = _rows_of(carrier, coord, rows, shape, self.name)
             values = mapping.view(values)
         except BaseException:
             carrier._ledger.give(nbytes)
@@ -134,9 +163,12 @@ class _Session:
             raise
         return values, Hold(nbytes, buffer)
 
-    def _read_reused(self, carrier: TiledEvictable, coord: Coord) -> _Array | None:
-        """Secondary tile ``coord`` read into a reused buffer, where the secondary is a
-        FileBacked and the tile's box is one contiguous byte range; else ``None``."""
+    def _read_reused(
+        self, carrier: TiledEvictable, coord: Coord, rows: Rows, size: int
+    ) -> _Array | None:
+        """Secondary tile ``coord`` (its ``rows``) read into a reused buffer, where the
+        secondary is a FileBacked and the tile's box is one contiguous byte range; else
+        ``None``."""
         secondary = carrier._owned["secondary"]
         box = carrier._grid.box(coord)
         if (
@@ -149,11 +181,14 @@ class _Session:
         try:
             buffer = self._free.pop()
         except IndexError:
-            buffer = aligned_bytes(carrier.tile_bytes, 4096)
-        if buffer.size != carrier.tile_bytes:
-            buffer = aligned_bytes(carrier.tile_bytes, 4096)
+            buffer = aligned_bytes(size, 4096)
+        if buffer.size != size:
+            buffer = aligned_bytes(size, 4096)
+        offset = box.offset * carrier._dt.itemsize
+        if rows is not None:
+            offset += rows[0] * (carrier.tile_bytes // _first_extent(carrier._grid))
         try:
-            secondary._pread(self.name, buffer, box.offset * carrier._dt.itemsize)
+            secondary._pread(self.name, buffer, offset)
         except BaseException:
             self._free.append(buffer)
             raise
@@ -167,6 +202,60 @@ class _Session:
         carrier._ledger.give(hold.nbytes)
         if hold.buffer is not None:
             self._free.append(hold.buffer)
+
+
+def _first_extent(grid: Grid) -> int:
+    """The tile's extent along its first axis (rows are counted along it)."""
+    return grid.tile_shape[0] if grid.tile_shape else 1
+
+
+def _rows_of(
+    carrier: TiledEvictable, coord: Coord, rows: tuple[int, int], shape: tuple[int, ...], what: str
+) -> _Array:
+    """Rows of a resident or implicit tile, exporting only those rows."""
+    tile = carrier._resident.get(coord)
+    if tile is not None:
+        strides = cv.Layout(carrier._grid.tile_shape).strides
+        return tile.export_span(cv.Layout(shape, strides, rows[0] * strides[0]))
+    return carrier._values(coord, what)[rows[0] : rows[1]]
+
+
+class Step(NamedTuple):
+    """One streaming step: tile ``coord``, or only rows ``rows`` of its first axis."""
+
+    coord: Coord
+    rows: Rows
+
+
+def chunkable(found: Sequence[tuple[TiledEvictable, TileMap]]) -> bool:
+    """Whether a step may read only rows of a tile: every operand sees its tiles in canonical
+    order, each tile spans whole trailing axes (one contiguous byte range), and the
+    secondaries are files (another storage would read the whole tile for every chunk)."""
+    return all(
+        m.identity
+        and c._grid.tile_shape[1:] == c._grid.shape[1:]
+        and (c._owned["secondary"] is None or type(c._owned["secondary"]) is FileBacked)
+        for c, m in found
+    )
+
+
+def steps(grid: Grid, tile_bytes: int, chunked: bool) -> list[Step]:
+    """Every tile in row-major order, cut into row chunks of at most ``READ_CHUNK_BYTES``
+    where ``chunked`` (the operands see their tiles in canonical order)."""
+    rows = _first_extent(grid)
+    if not chunked or not grid.tile_shape or tile_bytes <= READ_CHUNK_BYTES or rows < 2:
+        return [Step(c, None) for c in grid.coords()]
+    per = max(1, READ_CHUNK_BYTES // (tile_bytes // rows))
+    return [Step(c, (r, min(rows, r + per))) for c in grid.coords() for r in range(0, rows, per)]
+
+
+def step_region(grid: Grid, step: Step) -> tuple[slice, ...]:
+    """The logical region one step covers."""
+    region = grid.region(step.coord)
+    if step.rows is None:
+        return region
+    first = region[0].start
+    return (slice(first + step.rows[0], first + step.rows[1]), *region[1:])
 
 
 class Hold(NamedTuple):

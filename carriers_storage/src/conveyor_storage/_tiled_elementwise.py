@@ -20,8 +20,18 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 import conveyor as cv
-from conveyor_storage._streaming import _box, _operand, _prefetched, _result, _Session
-from conveyor_storage._tiles import Coord, TileMap
+from conveyor_storage._streaming import (
+    Step,
+    _box,
+    _operand,
+    _prefetched,
+    _result,
+    _Session,
+    chunkable,
+    step_region,
+    steps,
+)
+from conveyor_storage._tiles import TileMap
 
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
@@ -118,11 +128,13 @@ class _WorkTiles:
         self._tiles: dict[int, cv.Carrier] = {}
 
     def tensor(
-        self, slot: int, carrier: TiledEvictable, mapping: TileMap, coord: Coord, values: Any
+        self, slot: int, carrier: TiledEvictable, mapping: TileMap, step: Step, values: Any
     ) -> cv.Tensor:
-        tile = carrier._resident.get(coord)
+        tile = carrier._resident.get(step.coord)
         if tile is not None and mapping.identity:
-            return cv.Tensor(tile, cv.Layout(carrier._grid.tile_shape))
+            whole = cv.Layout(carrier._grid.tile_shape)
+            first = 0 if step.rows is None else step.rows[0] * whole.strides[0]
+            return cv.Tensor(tile, cv.Layout(tuple(values.shape), whole.strides, first))
         work = self._tiles.get(slot)
         if work is None:
             work = self._tiles[slot] = carrier._new_tile(carrier._grid.tile_size, carrier._dt)
@@ -157,34 +169,41 @@ def run_elementwise(outer: cv.Carrier, invocation: cv.ResolvedInvocation) -> cv.
     grid = first._grid
     work = _WorkTiles()
 
-    def job(coord: Coord) -> Callable[[], Any]:
+    def job(step: Step) -> Callable[[], Any]:
         def run() -> Any:
-            loaded = {k: (c, m, *session.load(c, m, coord)) for k, (c, m) in tiled.items()}
+            loaded = {
+                k: (c, m, *session.load(c, m, step.coord, step.rows)) for k, (c, m) in tiled.items()
+            }
 
             def release() -> None:
                 for carrier, _, _, hold in loaded.values():
                     session.give(carrier, hold)
 
-            return (coord, loaded), release
+            return (step, loaded), release
 
         return run
 
     session.begin(held)
     try:
-        jobs = [job(coord) for coord in grid.coords()]
-        for (coord, loaded), release in _prefetched(jobs, ahead, name):
+        chunked = chunkable(list(tiled.values()))
+        jobs = [job(step) for step in steps(grid, first.tile_bytes, chunked)]
+        for (step, loaded), release in _prefetched(jobs, ahead, name):
             try:
-                region = grid.region(coord)
+                region = step_region(grid, step)
                 args = list(operands)
                 for k, (carrier, mapping, values, _) in loaded.items():
-                    args[k] = work.tensor(k, carrier, mapping, coord, values)
+                    args[k] = work.tensor(k, carrier, mapping, step, values)
                 for k in dense:
                     args[k] = _piece_tensor(
                         operands[k], companion_piece(operands[k], spec.shape, region)
                     )
                 tile = run_tile(out.carrier, name, args, invocation.options)
                 try:
-                    box = _box(spec.shape, grid.origin(coord), grid.tile_shape)
+                    box = _box(
+                        spec.shape,
+                        tuple(r.start for r in region),
+                        tuple(r.stop - r.start for r in region),
+                    )
                     out.carrier.import_span(box, tile.carrier.export_span(tile.layout))
                 finally:
                     tile.carrier.release()

@@ -17,7 +17,16 @@ import numpy as np
 
 import conveyor as cv
 from conveyor.sdk import normalize_axes
-from conveyor_storage._streaming import _operand, _prefetched, _result, _Session
+from conveyor_storage._streaming import (
+    Step,
+    _operand,
+    _prefetched,
+    _result,
+    _Session,
+    chunkable,
+    step_region,
+    steps,
+)
 from conveyor_storage._tiles import Coord
 
 __all__ = ["REDUCTIONS", "run_reduction"]
@@ -64,10 +73,10 @@ def run_reduction(invocation: cv.ResolvedInvocation) -> cv.Tensor:
     grid = carrier._grid
     session = _Session(name, [carrier])
 
-    def job(coord: Coord) -> Callable[[], Any]:
+    def job(step: Step) -> Callable[[], Any]:
         def run() -> Any:
-            values, hold = session.load(carrier, mapping, coord)
-            return (coord, values), lambda: session.give(carrier, hold)
+            values, hold = session.load(carrier, mapping, step.coord, step.rows)
+            return (step, values), lambda: session.give(carrier, hold)
 
         return run
 
@@ -75,16 +84,15 @@ def run_reduction(invocation: cv.ResolvedInvocation) -> cv.Tensor:
     held, ahead = session.ahead({id(carrier): 1})
     session.begin(held)
     try:
-        jobs = [job(coord) for coord in grid.coords()]
-        for (coord, values), release in _prefetched(jobs, ahead, name):
+        chunked = chunkable([(carrier, mapping)])
+        jobs = [job(step) for step in steps(grid, carrier.tile_bytes, chunked)]
+        for (step, values), release in _prefetched(jobs, ahead, name):
             try:
-                region = tuple(
-                    slice(0, 1) if k in axes else r for k, r in enumerate(grid.region(coord))
-                )
+                covered = step_region(grid, step)
+                region = tuple(slice(0, 1) if k in axes else r for k, r in enumerate(covered))
+                origin = tuple(r.start for r in covered)
                 with np.errstate(all="ignore"):
-                    fold.add(
-                        values.astype(compute.numpy, copy=False), axes, region, grid.origin(coord)
-                    )
+                    fold.add(values.astype(compute.numpy, copy=False), axes, region, origin)
             finally:
                 release()
     finally:
