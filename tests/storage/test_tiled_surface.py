@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import conveyor as cv
+import conveyor_storage
 from conveyor_generic import CPU, Generic
 from conveyor_storage import FileBacked, TiledEvictable
 from tests.storage.tiled import build, secondary_factory
@@ -196,6 +197,21 @@ class TestReductionSurface:
                 continue
             _close(getattr(cv, name)(x, axis=0), getattr(cv, name)(_generic(values, dtype), axis=0))
 
+    @pytest.mark.parametrize("name", ["reduce_prod", "reduce_max", "reduce_min", "reduce_sum"])
+    @pytest.mark.parametrize("axis", [None, 0, 1])
+    def test_reduction_gradients_match_generic(self, tmp_path: Path, name: str, axis: Any) -> None:
+        """The central rule runs on the tiled input through direct operations (ties split the
+        gradient, a zero in a product slice is exact)."""
+        values = RNG.integers(-2, 3, _SHAPE).astype(np.float32)
+        x = _tiled(tmp_path, values, requires_grad=True)
+        g = _generic(values)
+        g.requires_grad = True
+        getattr(cv, name)(x, axis=axis).sum().backward()
+        getattr(cv, name)(g, axis=axis).sum().backward()
+        assert x.grad is not None
+        np.testing.assert_allclose(x.grad.numpy(), g.grad.numpy(), rtol=1e-5)
+        _within_budget(x)
+
     def test_mean_and_the_variance_pipeline(self, tmp_path: Path) -> None:
         """``((x - x.mean(0)) ** 2).mean(0)``: the column mean is a dense CPU vector that
         streams beside the tiles; every step equals Generic."""
@@ -328,21 +344,6 @@ class TestMoveRoutes:
 
 
 class TestRefusalsNameWhatWorks:
-    def test_whole_input_gradient_reductions_refused_under_grad(self, tmp_path: Path) -> None:
-        """reduce_max of a tensor that wants grad is refused before work (nothing changes);
-        under no_grad, as the message says, it runs."""
-        values = RNG.standard_normal(_SHAPE).astype(np.float32)
-        x = _tiled(tmp_path, values, requires_grad=True)
-        tiled: Any = x.carrier
-        before = ({c: tiled.tile_state(c) for c in tiled._grid.coords()}, tiled.resident_bytes)
-        with pytest.raises(NotImplementedError, match=r"reduce_max on TiledEvictable.*no_grad"):
-            cv.reduce_max(x)
-        assert ({c: tiled.tile_state(c) for c in tiled._grid.coords()}, tiled.resident_bytes) == (
-            before
-        )
-        with cv.no_grad():
-            assert float(cv.reduce_max(x).numpy()) == values.max()
-
     def test_mixed_storage_carrier_refusal_advises_a_working_move(self, tmp_path: Path) -> None:
         values = RNG.standard_normal(_SHAPE).astype(np.float32)
         x = _tiled(tmp_path, values)
@@ -351,3 +352,51 @@ class TestRefusalsNameWhatWorks:
             cv.add(x, stored)
         moved = cv.move(stored, TiledEvictable, tile_shape=_TILE)
         np.testing.assert_allclose(cv.add(x, moved).numpy(), 2 * values, rtol=1e-6)
+
+
+class TestMapTiles:
+    def test_chain_stays_out_of_core_and_matches_generic(self, tmp_path: Path) -> None:
+        """``map_tiles(fn, x)`` applies fn tile by tile into a fresh tiled tensor kept within
+        the first operand's budget (the rest written to its file); values equal Generic."""
+        values = RNG.standard_normal(_SHAPE).astype(np.float32)
+        rows = (3, 6)  # tiles of whole rows, so a column mean broadcasts against each tile
+        x = cv.move(
+            cv.tensor(values, carrier=CPU), "tiled", tile_shape=rows, max_resident_bytes=2 * 72
+        )
+        m = x.mean(0)
+        y = conveyor_storage.map_tiles(lambda t: (t - m) ** 2, x)
+        out: Any = y.carrier
+        assert type(out) is TiledEvictable and out.tile_shape == rows
+        assert out.peak_resident_bytes <= out.max_resident_bytes
+        assert len(out.secondary_tiles) == 4 - 2
+        g = _generic(values)
+        _close(y.mean(0), ((g - g.mean(0)) ** 2).mean(0))
+        _within_budget(x)
+        assert "map_tiles" in conveyor_storage.__all__
+
+    def test_two_operands_and_a_new_dtype(self, tmp_path: Path) -> None:
+        values = RNG.standard_normal(_SHAPE).astype(np.float32)
+        x, y = _tiled(tmp_path, values), _tiled(tmp_path, -values)
+        mask = conveyor_storage.map_tiles(cv.lt, x, y)
+        assert mask.dtype is cv.bool
+        np.testing.assert_array_equal(cv.move(mask, "cpu").numpy(), values < -values)
+
+    def test_refusals_before_work(self, tmp_path: Path) -> None:
+        """A dense operand and another tiling are refused before work, naming the fix; a wrong
+        result shape is refused at the first tile, leaving the operands' values and no tile
+        busy."""
+        values = RNG.standard_normal(_SHAPE).astype(np.float32)
+        x = _tiled(tmp_path, values)
+        tiled: Any = x.carrier
+        before = {c: tiled.tile_state(c) for c in tiled._grid.coords()}
+        dense = cv.tensor(values, carrier=CPU)
+        with pytest.raises(TypeError, match=r"close over dense tensors in fn"):
+            conveyor_storage.map_tiles(cv.add, x, dense)
+        other = cv.move(dense, "tiled", tile_shape=(6, 6))
+        with pytest.raises(ValueError, match=r"one tiling.*cv.move"):
+            conveyor_storage.map_tiles(cv.add, x, other)
+        assert {c: tiled.tile_state(c) for c in tiled._grid.coords()} == before
+        with pytest.raises(TypeError, match=r"fn returned shape \(\)"):  # found while running
+            conveyor_storage.map_tiles(cv.reduce_sum, x)
+        assert not tiled._busy
+        np.testing.assert_array_equal(cv.move(x, "cpu").numpy(), values)

@@ -9,7 +9,7 @@ It then hands back the streaming work of ``_tiled_elementwise``, ``_tiled_reduct
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import conveyor as cv
 from conveyor_storage._streaming import _operand, _Session
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
 
 __all__ = ["composite_provider", "prepare"]
-
-# Reductions whose central gradient needs the whole input beside the result at once.
-_WHOLE_GRADIENT: Final = frozenset({"reduce_prod", "reduce_max", "reduce_min"})
 
 
 def _move_hint(x: cv.Tensor, like: TiledEvictable) -> str:
@@ -83,12 +80,6 @@ def prepare(
             f"its stored axis order, or move it with cv.move(tensor, 'cpu') when it fits in memory"
         )
     if name in REDUCTIONS:
-        (x,) = tiled
-        if name in _WHOLE_GRADIENT and x.requires_grad and cv.is_grad_enabled():
-            return cv.Unsupported(
-                f"the gradient of {name} needs the whole input beside its result; run it "
-                f"under cv.no_grad(), or project the tiles you need first"
-            )
         _Session(name, [found[0][0]]).room({id(found[0][0]): 1}, "one tile")
         return cv.PreparedComposite(lambda: cv.ProviderResult(run_reduction(invocation)))
     grids = {(c._grid.grid_shape, c._grid.tile_shape) for c, _ in found}

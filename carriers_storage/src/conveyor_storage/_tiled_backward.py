@@ -5,7 +5,9 @@ that tile of each saved operand and of the cotangent, and a matmul gradient is a
 tile products. So the backward runs the central rule (``conveyor.sdk.vjp``) on one tile
 (or one tile pair) at a time, loading saved tiles the way the forward streams them, and
 assembles the dense compute-class gradients. ``add`` and ``reduce_sum`` read no saved values,
-so their rule runs once on the saved tensors themselves. Gradient math stays central.
+and the rules of ``reduce_prod`` / ``reduce_max`` / ``reduce_min`` read the input only through
+direct operations, so those rules run once on the saved tensors themselves. Gradient math
+stays central.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ if TYPE_CHECKING:
 
 __all__ = ["TiledOperation"]
 
-_SHAPE_ONLY: Final = frozenset({"add", "reduce_sum"})  # rules that read no saved values
+# Rules run once on the saved tensors themselves: add and reduce_sum read no saved values; the
+# product and extrema rules read the tiled input only through direct operations (compare,
+# select, reduce), which stream it within the budget.
+_WHOLE: Final = frozenset({"add", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min"})
 
 
 def _rule(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> tuple[Any, ...]:
@@ -190,7 +195,7 @@ def _block(r: int, rows: int, c: int, cols: int) -> tuple[slice, slice]:
 
 
 _TILEWISE: Final[dict[str, Callable[[DefinitionOperation, tuple[Any, ...], Any], Any]]] = {
-    **dict.fromkeys(ELEMENTWISE - _SHAPE_ONLY, _elementwise),
+    **dict.fromkeys(ELEMENTWISE - _WHOLE, _elementwise),
     "matmul": _matmul,
 }
 
@@ -204,7 +209,7 @@ class TiledOperation(DefinitionOperation):
             return super().backward(gradient)
         saved = super(DefinitionOperation, self).saved_inputs  # the outer tensors, not lowered
         with cv.no_grad():
-            if name in _SHAPE_ONLY:
+            if name in _WHOLE:
                 return _rule(self, saved, gradient)
             assert isinstance(name, str)  # dispatched under a direct name
             grads: tuple[cv.Tensor | None, ...] = _TILEWISE[name](self, saved, gradient)

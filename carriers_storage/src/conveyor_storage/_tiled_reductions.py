@@ -151,7 +151,9 @@ class _ArgFold:
             index = local.astype(np.int64) + origin[axis]
         if self.best is None:
             self.best = np.zeros(self.kept, values.dtype)
-        best, seen, held = self.best[region], self.seen[region], self.total[region]
+        # A view even of a 0-d array (the region () alone would give a scalar).
+        view: tuple[Any, ...] = (*region, Ellipsis)
+        best, seen, held = self.best[view], self.seen[view], self.total[view]
         nan, best_nan = value != value, best != best  # NaN is the only value unequal to itself
         tie = (value == best) | (nan & best_nan)
         # A NaN beats every number (NumPy reports the first NaN); then the strict order; on a

@@ -226,13 +226,15 @@ class TiledEvictable(cv.DependentCarrier):
             self._current.add(coord)
         self._implicit.pop(coord, None)
 
-    def _fresh_like(self) -> TiledEvictable:
-        """A new implicit-zero hierarchy with this one's tiling, classes, placement and budget."""
+    def _fresh_like(self, dtype: cv.DType | None = None) -> TiledEvictable:
+        """A new implicit-zero hierarchy with this one's tiling, classes, placement and budget
+        (of ``dtype``, by default this one's)."""
+        dtype = self._dt if dtype is None else dtype
         fresh = object.__new__(TiledEvictable)
-        empty_secondary = self._new_secondary(0, self._dt)
+        empty_secondary = self._new_secondary(0, dtype)
         TiledEvictable.__init__(
             fresh,
-            self._new_tile(0, self._dt),
+            self._new_tile(0, dtype),
             empty_secondary,
             self._grid.grid_shape,
             self._grid.tile_shape,
