@@ -400,3 +400,23 @@ class TestMapTiles:
             conveyor_storage.map_tiles(cv.reduce_sum, x)
         assert not tiled._busy
         np.testing.assert_array_equal(cv.move(x, "cpu").numpy(), values)
+
+    @pytest.mark.parametrize("dense_first", [False, True])
+    def test_dense_matmul_operand_refusal_names_a_tiling_that_works(
+        self, tmp_path: Path, dense_first: bool
+    ) -> None:
+        """matmul beside a dense operand is refused before work with the tile shape that lets
+        the move stream; after that move the product equals NumPy's."""
+        values = RNG.standard_normal(_SHAPE).astype(np.float32)
+        x = _tiled(tmp_path, values)
+        dense_values = RNG.standard_normal((6, 4) if not dense_first else (5, 12))
+        dense = cv.tensor(dense_values.astype(np.float32), carrier=CPU)
+        args = (dense, x) if dense_first else (x, dense)
+        with pytest.raises(NotImplementedError, match=r"matmul takes two tiled operands") as info:
+            cv.matmul(*args)
+        named = str(info.value).split("tile_shape=(", 1)[1].split(")", 1)[0]
+        tile = tuple(int(n) for n in named.split(","))
+        moved = cv.move(dense, "tiled", tile_shape=tile)
+        got = cv.matmul(moved, x) if dense_first else cv.matmul(x, moved)
+        want = dense.numpy() @ values if dense_first else values @ dense.numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)

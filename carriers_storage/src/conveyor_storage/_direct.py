@@ -32,7 +32,7 @@ def _move_hint(x: cv.Tensor, like: TiledEvictable) -> str:
 
 
 def _refuse_dense(
-    name: str, outer: TiledEvictable, dense: list[cv.Tensor]
+    outer: TiledEvictable, invocation: cv.ResolvedInvocation, dense: list[cv.Tensor]
 ) -> cv.Unsupported | None:
     """Why the dense companions cannot stream beside the tiles, or ``None`` when they can."""
     primary = outer.tier_classes[0]
@@ -42,11 +42,18 @@ def _refuse_dense(
                 f"a dense operand lives on {type(x.carrier).__name__}, the tiles compute on "
                 f"{primary.__name__}; move it first with cv.move(tensor, {primary.__name__})"
             )
-        if name not in ELEMENTWISE:
-            return cv.Unsupported(
-                f"{name} takes tiled operands only; {_move_hint(x, outer)}, or project the "
-                f"tiles with conveyor_storage.project(tensor, selection).wait()"
-            )
+    if dense and invocation.operation not in ELEMENTWISE:  # matmul: the only such binary name
+        a, b = invocation.operands
+        (x,) = dense
+        other = b if x is a else a
+        carrier, mapping = _operand(other)
+        tile = mapping.tensor_shape(carrier.tile_shape)
+        fits = (x.shape[0], tile[0]) if x is a else (tile[1], x.shape[1])
+        return cv.Unsupported(
+            f"matmul takes two tiled operands; cv.move(tensor, 'tiled', tile_shape={fits}) "
+            f"tiles the dense one to match, or project the tiles with "
+            f"conveyor_storage.project(tensor, selection).wait()"
+        )
     return None
 
 
@@ -69,7 +76,7 @@ def prepare(
         return cv.Unsupported(
             "the operands' tiles live on different compute classes; project them onto one"
         )
-    refused = _refuse_dense(name, outer, dense)
+    refused = _refuse_dense(outer, invocation, dense)
     if refused is not None:
         return refused
     if name == "matmul":
