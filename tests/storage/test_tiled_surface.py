@@ -420,3 +420,43 @@ class TestMapTiles:
         got = cv.matmul(moved, x) if dense_first else cv.matmul(x, moved)
         want = dense.numpy() @ values if dense_first else values @ dense.numpy()
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+class TestDeepPanels:
+    @pytest.mark.parametrize("budget_tiles", [3, 8, 40])
+    @pytest.mark.parametrize("shapes", [((12, 6), (6, 10)), ((6, 12), (12, 4))])
+    def test_panels_grow_along_the_inner_axis_within_the_budget(
+        self, tmp_path: Path, budget_tiles: int, shapes: Any
+    ) -> None:
+        """A budget larger than one panel row makes the panel deeper (fewer, larger products);
+        values equal Generic and both operands stay within their budgets."""
+        from conveyor_storage._tiled_matmul import panel_depth, plan_gemm
+
+        (sa, sb), tile = shapes, (3, 2)
+        av = RNG.standard_normal(sa).astype(np.float32)
+        bv = RNG.standard_normal(sb).astype(np.float32)
+        a, _ = build(
+            av,
+            tile,
+            primary=CPU,
+            secondary=secondary_factory("file", tmp_path),
+            dtype=cv.float32,
+            budget_tiles=budget_tiles,
+        )
+        b, _ = build(
+            bv,
+            (2, 2),
+            primary=CPU,
+            secondary=secondary_factory("file", tmp_path),
+            dtype=cv.float32,
+            budget_tiles=budget_tiles,
+        )
+        hold_b, chunk = plan_gemm(a.carrier, b.carrier)  # type: ignore[arg-type]
+        gk = a.carrier.grid_shape[1]  # type: ignore[attr-defined]
+        depth = panel_depth(a.carrier, b.carrier, hold_b, chunk, gk)  # type: ignore[arg-type]
+        assert depth == 1 if budget_tiles == 3 else depth >= 1
+        assert depth > 1 or budget_tiles < 40  # a large budget always deepens the panel
+        _close(a @ b, _generic(av) @ _generic(bv))
+        _within_budget(a, b)
+        _close(a.T @ a, _generic(av).T @ _generic(av))
+        _within_budget(a)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import conveyor as cv
 from conveyor_storage._streaming import _operand, _Session
 from conveyor_storage._tiled_elementwise import ELEMENTWISE, run_elementwise
-from conveyor_storage._tiled_matmul import plan_gemm, run_matmul, tensor_grids
+from conveyor_storage._tiled_matmul import panel_depth, plan_gemm, run_matmul, tensor_grids
 from conveyor_storage._tiled_reductions import REDUCTIONS, run_reduction
 from conveyor_storage._tiles import VIEWS, TileMap
 
@@ -125,7 +125,10 @@ def _prepare_matmul(
         )
         raise ValueError(msg)
     chunk = max(chunk, 1)
-    return cv.PreparedComposite(lambda: cv.ProviderResult(run_matmul(invocation, hold_b, chunk)))
+    depth = panel_depth(a, b, hold_b, chunk, ga[1])
+    return cv.PreparedComposite(
+        lambda: cv.ProviderResult(run_matmul(invocation, hold_b, chunk, depth))
+    )
 
 
 def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:

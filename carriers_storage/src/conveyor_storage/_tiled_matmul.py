@@ -2,7 +2,9 @@
 
 It keeps chunks of a row panel of B (or a column panel of A, whichever reads fewer tile bytes)
 and streams the other operand's tiles past it, so the held operand is read once and the
-streamed one once per chunk. An operand may be a transposed tiled tensor (``x.T``, the Gram
+streamed one once per chunk. The budget left beside a chunk makes the panel deeper along the
+inner axis (several tile rows of B at once), so each product is larger and the result is
+updated fewer times. An operand may be a transposed tiled tensor (``x.T``, the Gram
 matrix ``x.T @ x``): its tiles are read as the carrier stores them and transposed in place.
 """
 
@@ -21,7 +23,7 @@ from conveyor_storage._tiles import Coord, TileMap
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
 
-__all__ = ["plan_gemm", "run_matmul", "tensor_grids"]
+__all__ = ["panel_depth", "plan_gemm", "run_matmul", "tensor_grids"]
 
 
 def _held(a: TiledEvictable, b: TiledEvictable, holder: TiledEvictable, extent: int) -> int:
@@ -68,8 +70,42 @@ def tensor_grids(amap: TileMap, a: TiledEvictable, bmap: TileMap, b: TiledEvicta
     )
 
 
-def run_matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.Tensor:
-    """The blocked GEMM: panels of the held operand, tiles of the other streamed past them."""
+def panel_depth(a: TiledEvictable, b: TiledEvictable, hold_b: bool, chunk: int, gk: int) -> int:
+    """How many steps of the inner axis one panel spans: the budget left beside ``chunk``
+    panel tiles per step, so the GEMMs grow along the inner axis too (fewer, larger products
+    and fewer passes over the result).
+
+    A deeper panel streams groups of ``depth`` tiles, concatenated on the prefetch thread:
+    three groups' worth at once (the one multiplying, the next one loading and its copy).
+    """
+    held, streamed = (b, a) if hold_b else (a, b)
+
+    def cap(carrier: TiledEvictable) -> int:  # tiles under the budget plus work space
+        budget = carrier.max_resident_bytes
+        return gk * (chunk + 3) if budget is None else budget // carrier.tile_bytes + 1
+
+    # One budget holds panel and groups together; two budgets hold one each.
+    shared = cap(a) // (chunk + 3)
+    depth = shared if a is b else min(cap(held) // chunk, cap(streamed) // 3)
+    return max(1, min(gk, depth))
+
+
+def _counts(
+    a: TiledEvictable, b: TiledEvictable, hold_b: bool, chunk: int, depth: int
+) -> dict[int, int]:
+    """Tiles held at once per carrier: the panel, and the streamed groups."""
+    held, streamed = (b, a) if hold_b else (a, b)
+    groups = 2 if depth == 1 else 3 * depth
+    if a is b:
+        return {id(a): chunk * depth + groups}
+    return {id(held): chunk * depth, id(streamed): groups}
+
+
+def run_matmul(
+    invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int, depth: int = 1
+) -> cv.Tensor:
+    """The blocked GEMM: panels of the held operand (``chunk`` tiles wide, ``depth`` deep),
+    groups of the other's tiles streamed past them."""
     plan = invocation.plan
     assert plan is not None  # matmul is dtype-planned
     x, y = invocation.operands
@@ -79,53 +115,69 @@ def run_matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> c
     ((gm, gk), (tm, _)), ((_, gn), (_, tn)) = tensor_grids(amap, a, bmap, b)
     c = np.zeros((x.shape[0], y.shape[1]), accumulator.numpy)
     session = _Session("matmul", [a, b])
-    # (holder, its map, streamed operand, its map, panel extent, streamed extent)
     held, hmap, streamed, smap = (b, bmap, a, amap) if hold_b else (a, amap, b, bmap)
     extent, other = (gn, gm) if hold_b else (gm, gn)
-    counts = {id(streamed): 2, id(held): chunk} if a is not b else {id(a): chunk + 2}
 
-    def panel_tile(kk: int, p: int) -> Coord:
+    def held_tile(kk: int, p: int) -> Coord:
+        """Panel tile ``p`` of inner step ``kk``: B[kk, p] when B is held, else A[p, kk]."""
         return (kk, p) if hold_b else (p, kk)
 
-    def job(coord: Coord) -> Callable[[], Any]:
+    def group(ks: range, q: int) -> Callable[[], Any]:
         def run() -> Any:
-            values, hold = session.load(streamed, smap, smap.carrier_coord(coord))
-            return (coord, values), lambda: session.give(streamed, hold)
+            coords = [(q, kk) if hold_b else (kk, q) for kk in ks]
+            loaded = [session.load(streamed, smap, smap.carrier_coord(co)) for co in coords]
+            if len(loaded) == 1:
+                ((values, hold),) = loaded
+                return (q, values), lambda: session.give(streamed, hold)
+            nbytes = streamed.tile_bytes * len(loaded)
+            streamed._ledger.take(nbytes, "matmul")  # the concatenated copy
+            try:
+                values = np.concatenate([v for v, _ in loaded], axis=1 if hold_b else 0)
+            except BaseException:
+                session.give(streamed, nbytes)
+                raise
+            finally:
+                for _, hold in loaded:
+                    session.give(streamed, hold)
+            return (q, values), lambda: session.give(streamed, nbytes)
 
         return run
 
-    session.begin(counts)
-    steps, total = 0, gk * -(-extent // max(chunk, 1))
+    session.begin(_counts(a, b, hold_b, chunk, depth))
+    steps, total = 0, -(-gk // depth) * -(-extent // max(chunk, 1))
     try:
-        for kk in range(gk):
+        for k0 in range(0, gk, depth):
+            ks = range(k0, min(gk, k0 + depth))
             for p0 in range(0, extent, chunk):
                 ps = range(p0, min(extent, p0 + chunk))
-                # The panel is one contiguous copy (one large GEMM per streamed tile): it counts
-                # as held tiles even where the source tile is resident.
+                # The panel is one contiguous copy (one large GEMM per streamed group): it
+                # counts as held tiles even where the source tile is resident.
                 taken = 0
                 try:
-                    parts = []
-                    for q in ps:
-                        tile = hmap.carrier_coord(panel_tile(kk, q))
-                        values, _ = session.load(held, hmap, tile, count=True)
-                        taken += held.tile_bytes
-                        parts.append(values.astype(accumulator.numpy, copy=False))
-                    panel = np.concatenate(parts, axis=1 if hold_b else 0)
-                    del parts
+                    rows = []
+                    for kk in ks:
+                        row = []
+                        for pp in ps:
+                            coord = hmap.carrier_coord(held_tile(kk, pp))
+                            values, _ = session.load(held, hmap, coord, count=True)
+                            taken += held.tile_bytes
+                            row.append(values.astype(accumulator.numpy, copy=False))
+                        rows.append(row)
+                    # hold_b: kk down, p across; hold_a: p down, kk across.
+                    grid = rows if hold_b else [list(r) for r in zip(*rows, strict=True)]
+                    panel = np.block(grid)
+                    del rows, grid
                     span = tn if hold_b else tm
                     block = slice(p0 * span, p0 * span + len(ps) * span)
-                    coords = [(q, kk) if hold_b else (kk, q) for q in range(other)]
-                    jobs = [job(coord) for coord in coords]
-                    for (coord, values), release in _prefetched(jobs, True, "matmul"):
+                    jobs = [group(ks, q) for q in range(other)]
+                    for (q, values), release in _prefetched(jobs, True, "matmul"):
                         try:
                             tile = values.astype(accumulator.numpy, copy=False)
                             with np.errstate(all="ignore"):
                                 if hold_b:
-                                    i = coord[0]
-                                    c[i * tm : (i + 1) * tm, block] += tile @ panel
+                                    c[q * tm : (q + 1) * tm, block] += tile @ panel
                                 else:
-                                    j = coord[1]
-                                    c[block, j * tn : (j + 1) * tn] += panel @ tile
+                                    c[block, q * tn : (q + 1) * tn] += panel @ tile
                         finally:
                             release()
                     del panel
