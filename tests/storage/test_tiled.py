@@ -269,7 +269,7 @@ class TestGradientsFromCentralVjp:
 class TestBlockedGemmOrder:
     def test_holds_the_panel_that_reads_fewer_bytes(self, primary: Any, secondary: Any) -> None:
         """A wide B with a short A: the A column panel is held, B streams past it once."""
-        from conveyor_storage._streaming import _plan_gemm
+        from conveyor_storage._tiled_matmul import plan_gemm as _plan_gemm
 
         a, av = build(
             _values((4, 4), cv.float32),

@@ -141,11 +141,21 @@ class TestScatter:
 
 class TestRefusalsBeforeWork:
     def test_other_names_say_project_first(self, primary: Any, secondary: Any) -> None:
-        x, _ = _x(primary, secondary)
+        """A name outside the direct surface is refused before work, naming project and the
+        move to a compute carrier, both of which then work."""
+        x, values = _x(primary, secondary)
+        before = {c: x.carrier.tile_state(c) for c in x.carrier._grid.coords()}
         with pytest.raises(
-            NotImplementedError, match=r"exp on TiledEvictable: not in the direct surface.*project"
+            NotImplementedError,
+            match=r"cumsum on TiledEvictable: not in the direct surface.*project.*"
+            r"cv.move\(tensor, 'cpu'\)",
         ):
-            cv.exp(x)
+            cv.cumsum(x, axis=0)
+        assert {c: x.carrier.tile_state(c) for c in x.carrier._grid.coords()} == before
+        moved = cv.move(x, "cpu")
+        np.testing.assert_allclose(
+            cv.cumsum(moved, axis=0).numpy(), np.cumsum(values, 0), rtol=1e-5
+        )
 
     def test_footprint_refused_before_work(self, primary: Any, secondary: Any) -> None:
         """A layout that remaps tiles (a transpose across a multi-tile grid) is a ValueError."""
@@ -189,11 +199,22 @@ class TestRefusalsBeforeWork:
         with pytest.raises(NotImplementedError, match=r"one shape and one tiling.*project"):
             cv.add(a, b)
 
-    def test_mixed_carriers_refused(self, primary: Any, secondary: Any) -> None:
-        x, _ = _x(primary, secondary)
-        dense = cv.tensor(np.ones((12, 6), np.float32), dtype=cv.float32, carrier=CPU)
-        with pytest.raises(TypeError, match="operands live on different carriers"):
+    def test_dense_operand_of_another_class_names_the_move(
+        self, primary: Any, secondary: Any
+    ) -> None:
+        """A dense operand of the compute class streams beside the tiles; one of another class
+        is refused before work, naming the move that then works."""
+        x, values = _x(primary, secondary)
+        other = Generic if primary is CPU else CPU
+        dense = cv.tensor(np.ones((12, 6), np.float32), dtype=cv.float32, carrier=other)
+        with pytest.raises(
+            NotImplementedError,
+            match=rf"add on TiledEvictable: a dense operand lives on {other.__name__}.*"
+            rf"cv.move\(tensor, {primary.__name__}\)",
+        ):
             cv.add(x, dense)
+        got = cv.add(x, cv.move(dense, primary))
+        np.testing.assert_allclose(got.numpy(), values + 1, rtol=1e-6)
 
 
 def test_generic_is_reference_for_projection() -> None:

@@ -1,6 +1,7 @@
 """conveyor-storage: storage-only carriers, block devices, and the Evictable / TiledEvictable
 tiered carriers."""
 
+from conveyor_storage._map_tiles import map_tiles
 from conveyor_storage._projection import AwaitProjection, project, scatter
 from conveyor_storage._residency import (
     AwaitResidency,
@@ -32,6 +33,7 @@ __all__ = [
     "TileState",
     "TiledEvictable",
     "TiledResidencyFacet",
+    "map_tiles",
     "project",
     "scatter",
 ]

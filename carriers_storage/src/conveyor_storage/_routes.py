@@ -69,8 +69,8 @@ def _evictable_copy(source: cv.Tensor, destination: type[cv.Carrier], **options:
 
 
 def routes() -> list[MoveRoute]:
-    """Every route this distribution contributes (compute pairs only when conveyor-generic is
-    importable)."""
+    """Every route this distribution contributes (compute pairs, and the routes into and out
+    of TiledEvictable, only when conveyor-generic is importable)."""
     storage: tuple[type[cv.Carrier], ...] = (FileBacked, BlockDeviceCarrier)
     try:
         from conveyor_generic import CPU, Generic  # public classes only, never internals
@@ -87,4 +87,17 @@ def routes() -> list[MoveRoute]:
         MoveRoute(source=BlockDeviceCarrier, destination=BlockDeviceCarrier, copy=_block_copy)
     )
     found.append(MoveRoute(source=Evictable, destination=Evictable, copy=_evictable_copy))
+    found += _tiled_routes(compute)
+    return found
+
+
+def _tiled_routes(compute: tuple[type[cv.Carrier], ...]) -> list[MoveRoute]:
+    """Compute classes and FileBacked into tiles, tiles back into the compute classes."""
+    from conveyor_storage._tiled_moves import from_tiled, to_tiled
+    from conveyor_storage.tiled_evictable import TiledEvictable
+
+    found = [MoveRoute(source=a, destination=TiledEvictable, copy=to_tiled) for a in compute]
+    found += [MoveRoute(source=TiledEvictable, destination=a, copy=from_tiled) for a in compute]
+    if compute:  # a FileBacked file's tiles compute on CPU
+        found.append(MoveRoute(source=FileBacked, destination=TiledEvictable, copy=to_tiled))
     return found

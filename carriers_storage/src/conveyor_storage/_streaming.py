@@ -1,13 +1,12 @@
-"""Direct operations of a TiledEvictable, streamed tile by tile under the residency budget.
+"""Streaming plumbing of a TiledEvictable's direct operations, tile by tile under the budget.
 
-The composite provider's ``prepare`` checks everything before work: tile footprints
-(``ValueError``), the shapes it streams (others are ``Unsupported``: project first) and that
-the budget holds the tiles one step needs. ``execute`` then frees room through the policy,
-marks the operands' tiles busy, and walks the tiles while a background thread loads the next
-one (disk and compute overlap). Elementwise names write each tile into the dense result;
-``reduce_sum`` adds each tile's partial sums into the plan's accumulator; ``matmul`` is a
-blocked GEMM that keeps a row panel of B and streams the column of A tiles past it, so every B
-tile is read once and A once per panel chunk. Tiles move only as whole spans.
+A ``_Session`` is what one direct operation (or its backward) holds: it checks the budget
+before work, marks the operands' tiles busy, lets the residency policy free the room streaming
+needs, and loads tiles (a FileBacked secondary's tiles into buffers it reuses) while counting
+their bytes in the carrier's ledger. ``_prefetched`` runs the next load on a background thread
+while the caller computes (disk and compute overlap). The operations themselves live in
+``_tiled_elementwise``, ``_tiled_reductions`` and ``_tiled_matmul``; ``_direct`` prepares them.
+Tiles move only as whole spans.
 """
 
 from __future__ import annotations
@@ -18,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 
 import conveyor as cv
-from conveyor.sdk import normalize_axes, progress_active, report_progress
+from conveyor.sdk import progress_active, report_progress
 from conveyor_storage._spans import aligned_bytes
-from conveyor_storage._tiles import Coord, TileMap, TileSet
+from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet
 from conveyor_storage._transitions import checked_plan, claim, write_back
 from conveyor_storage.file_backed import FileBacked
 
@@ -29,15 +28,21 @@ if TYPE_CHECKING:
 
     from conveyor_storage.tiled_evictable import TiledEvictable
 
-__all__ = ["composite_provider", "prepare"]
+__all__ = [
+    "READ_CHUNK_BYTES",
+    "Hold",
+    "Step",
+    "chunkable",
+    "step_region",
+    "steps",
+]  # and the underscore helpers the operation modules share
 
 _Array = np.ndarray[Any, Any]
-_ELEMENTWISE: Final[dict[str, Callable[..., _Array]]] = {
-    "add": np.add,
-    "mul": np.multiply,
-    "elementwise_mul": np.multiply,
-    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
-}
+Rows = tuple[int, int] | None
+#: Tiles in a FileBacked secondary stream in row chunks of at most this many bytes, read on the
+#: prefetch thread into reused buffers: measured (docs/decisions.md) against whole-tile reads,
+#: the chunks stay in cache while they are reduced, so a warm read is not a second memory pass.
+READ_CHUNK_BYTES: Final = 4 << 20
 
 
 def _operand(x: cv.Tensor) -> tuple[TiledEvictable, TileMap]:
@@ -113,26 +118,43 @@ class _Session:
                 carrier._busy.difference_update(TileSet(carrier._grid.coords()).coords)
 
     def load(
-        self, carrier: TiledEvictable, mapping: TileMap, coord: Coord, *, count: bool = False
+        self,
+        carrier: TiledEvictable,
+        mapping: TileMap,
+        coord: Coord,
+        rows: Rows = None,
+        *,
+        count: bool = False,
     ) -> tuple[_Array, Hold]:
-        """Tile ``coord`` as the tensor sees it, and what it holds until ``give``.
+        """Tile ``coord`` (or rows ``rows`` of it) as the tensor sees it, and what it holds
+        until ``give``.
 
         ``count`` charges a tile the caller copies even when it is resident or implicit. A
         tile read from a FileBacked secondary lands in a buffer the session reuses, so
-        streaming faults in no fresh memory per tile.
+        streaming faults in no fresh memory per tile; ``rows`` (only for a tensor seeing the
+        tiles in canonical order) reads just that part of the tile's first axis.
         """
+        grid = carrier._grid
+        shape = grid.tile_shape if rows is None else (rows[1] - rows[0], *grid.tile_shape[1:])
+        size = (
+            carrier.tile_bytes
+            if rows is None
+            else carrier.tile_bytes * shape[0] // _first_extent(grid)
+        )
         nbytes = 0
         if count or (coord not in carrier._resident and coord not in carrier._implicit):
-            carrier._ledger.take(carrier.tile_bytes, self.name)
-            nbytes = carrier.tile_bytes
+            carrier._ledger.take(size, self.name)
+            nbytes = size
         buffer = None
         try:
             if nbytes and not count:
-                buffer = self._read_reused(carrier, coord)
-            if buffer is None:
+                buffer = self._read_reused(carrier, coord, rows, size)
+            if buffer is not None:
+                values = buffer.view(carrier._dt.numpy).reshape(shape)
+            elif rows is None:
                 values = carrier._values(coord, self.name)
             else:
-                values = buffer.view(carrier._dt.numpy).reshape(carrier._grid.tile_shape)
+                values = _rows_of(carrier, coord, rows, shape, self.name)
             values = mapping.view(values)
         except BaseException:
             carrier._ledger.give(nbytes)
@@ -141,9 +163,12 @@ class _Session:
             raise
         return values, Hold(nbytes, buffer)
 
-    def _read_reused(self, carrier: TiledEvictable, coord: Coord) -> _Array | None:
-        """Secondary tile ``coord`` read into a reused buffer, where the secondary is a
-        FileBacked and the tile's box is one contiguous byte range; else ``None``."""
+    def _read_reused(
+        self, carrier: TiledEvictable, coord: Coord, rows: Rows, size: int
+    ) -> _Array | None:
+        """Secondary tile ``coord`` (its ``rows``) read into a reused buffer, where the
+        secondary is a FileBacked and the tile's box is one contiguous byte range; else
+        ``None``."""
         secondary = carrier._owned["secondary"]
         box = carrier._grid.box(coord)
         if (
@@ -156,11 +181,14 @@ class _Session:
         try:
             buffer = self._free.pop()
         except IndexError:
-            buffer = aligned_bytes(carrier.tile_bytes, 4096)
-        if buffer.size != carrier.tile_bytes:
-            buffer = aligned_bytes(carrier.tile_bytes, 4096)
+            buffer = aligned_bytes(size, 4096)
+        if buffer.size != size:
+            buffer = aligned_bytes(size, 4096)
+        offset = box.offset * carrier._dt.itemsize
+        if rows is not None:
+            offset += rows[0] * (carrier.tile_bytes // _first_extent(carrier._grid))
         try:
-            secondary._pread(self.name, buffer, box.offset * carrier._dt.itemsize)
+            secondary._pread(self.name, buffer, offset)
         except BaseException:
             self._free.append(buffer)
             raise
@@ -174,6 +202,60 @@ class _Session:
         carrier._ledger.give(hold.nbytes)
         if hold.buffer is not None:
             self._free.append(hold.buffer)
+
+
+def _first_extent(grid: Grid) -> int:
+    """The tile's extent along its first axis (rows are counted along it)."""
+    return grid.tile_shape[0] if grid.tile_shape else 1
+
+
+def _rows_of(
+    carrier: TiledEvictable, coord: Coord, rows: tuple[int, int], shape: tuple[int, ...], what: str
+) -> _Array:
+    """Rows of a resident or implicit tile, exporting only those rows."""
+    tile = carrier._resident.get(coord)
+    if tile is not None:
+        strides = cv.Layout(carrier._grid.tile_shape).strides
+        return tile.export_span(cv.Layout(shape, strides, rows[0] * strides[0]))
+    return carrier._values(coord, what)[rows[0] : rows[1]]
+
+
+class Step(NamedTuple):
+    """One streaming step: tile ``coord``, or only rows ``rows`` of its first axis."""
+
+    coord: Coord
+    rows: Rows
+
+
+def chunkable(found: Sequence[tuple[TiledEvictable, TileMap]]) -> bool:
+    """Whether a step may read only rows of a tile: every operand sees its tiles in canonical
+    order, each tile spans whole trailing axes (one contiguous byte range), and the
+    secondaries are files (another storage would read the whole tile for every chunk)."""
+    return all(
+        m.identity
+        and c._grid.tile_shape[1:] == c._grid.shape[1:]
+        and (c._owned["secondary"] is None or type(c._owned["secondary"]) is FileBacked)
+        for c, m in found
+    )
+
+
+def steps(grid: Grid, tile_bytes: int, chunked: bool) -> list[Step]:
+    """Every tile in row-major order, cut into row chunks of at most ``READ_CHUNK_BYTES``
+    where ``chunked`` (the operands see their tiles in canonical order)."""
+    rows = _first_extent(grid)
+    if not chunked or not grid.tile_shape or tile_bytes <= READ_CHUNK_BYTES or rows < 2:
+        return [Step(c, None) for c in grid.coords()]
+    per = max(1, READ_CHUNK_BYTES // (tile_bytes // rows))
+    return [Step(c, (r, min(rows, r + per))) for c in grid.coords() for r in range(0, rows, per)]
+
+
+def step_region(grid: Grid, step: Step) -> tuple[slice, ...]:
+    """The logical region one step covers."""
+    region = grid.region(step.coord)
+    if step.rows is None:
+        return region
+    first = region[0].start
+    return (slice(first + step.rows[0], first + step.rows[1]), *region[1:])
 
 
 class Hold(NamedTuple):
@@ -217,18 +299,6 @@ def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Itera
                     pass
 
 
-def _convert(value: Any, target: cv.DType | None, widen: bool) -> Any:
-    """An operand in its plan dtype; floating values widened like the reference carrier."""
-    assert target is not None  # every operand of the direct surface converts
-    with np.errstate(all="ignore"):
-        array = np.asarray(value).astype(target.numpy, copy=False)
-        if widen and (array.dtype.kind == "f" or array.dtype.name == "bfloat16"):
-            return array.astype(np.float64, copy=False)
-        if widen and array.dtype.kind == "c":
-            return array.astype(np.complex128, copy=False)
-        return array
-
-
 def _result(like: TiledEvictable, spec: cv.ResultSpec) -> cv.Tensor:
     carrier = like._new_tile(spec.layout.size, spec.dtype)
     return cv.Tensor(carrier, spec.layout)
@@ -238,275 +308,3 @@ def _box(shape: tuple[int, ...], origin: tuple[int, ...], extent: tuple[int, ...
     strides = cv.Layout(shape).strides
     offset = sum(o * s for o, s in zip(origin, strides, strict=True))
     return cv.Layout(extent, strides, offset)
-
-
-def _elementwise(invocation: cv.ResolvedInvocation) -> cv.Tensor:
-    plan = invocation.plan
-    assert plan is not None  # every direct name is dtype-planned
-    tensors = [x for x in invocation.operands if type(x) is cv.Tensor]
-    operands = [_operand(x) for x in tensors]
-    first = operands[0][0]
-    session = _Session(invocation.operation, [c for c, _ in operands])
-    per_step = {id(c): 0 for c, _ in operands}
-    for c, _ in operands:
-        per_step[id(c)] += 1
-    held, ahead = session.ahead(per_step)
-    spec = invocation.results[0]
-    out = _result(first, spec)
-    function = _ELEMENTWISE[invocation.operation]
-    grid = first._grid
-
-    def job(coord: Coord) -> Callable[[], Any]:
-        def run() -> Any:
-            loaded = [(c, *session.load(c, m, coord)) for c, m in operands]
-
-            def release() -> None:
-                for carrier, _, hold in loaded:
-                    session.give(carrier, hold)
-
-            return (coord, [v for _, v, _ in loaded]), release
-
-        return run
-
-    session.begin(held)
-    try:
-        jobs = [job(coord) for coord in grid.coords()]
-        for (coord, values), release in _prefetched(jobs, ahead, invocation.operation):
-            try:
-                arrays = iter(values)
-                args = [
-                    _convert(next(arrays) if type(x) is cv.Tensor else x, p.convert_to, True)
-                    for x, p in zip(invocation.operands, plan.operands, strict=True)
-                ]
-                with np.errstate(all="ignore"):
-                    tile = np.asarray(function(*args)).astype(spec.dtype.numpy)
-                out.carrier.import_span(_box(spec.shape, grid.origin(coord), grid.tile_shape), tile)
-            finally:
-                release()
-    except BaseException:
-        out.carrier.release()
-        raise
-    finally:
-        session.end()
-    return out
-
-
-def _reduce_sum(invocation: cv.ResolvedInvocation) -> cv.Tensor:
-    plan = invocation.plan
-    assert plan is not None  # reduce_sum is dtype-planned
-    (x,) = invocation.operands
-    carrier, mapping = _operand(x)
-    options = invocation.options or cv.OperationExecutionOptions("reduce_sum")
-    axes = tuple(normalize_axes(options.axis, x.ndim)) if x.ndim else ()
-    accumulator = plan.operands[0].convert_to
-    assert accumulator is not None  # the input converts to the accumulator
-    kept = tuple(1 if k in axes else n for k, n in enumerate(x.shape))
-    total = np.zeros(kept, accumulator.numpy)
-    grid = carrier._grid
-    session = _Session("reduce_sum", [carrier])
-
-    def job(coord: Coord) -> Callable[[], Any]:
-        def run() -> Any:
-            values, hold = session.load(carrier, mapping, coord)
-            return (coord, values), lambda: session.give(carrier, hold)
-
-        return run
-
-    held, ahead = session.ahead({id(carrier): 1})
-    session.begin(held)
-    try:
-        jobs = [job(coord) for coord in grid.coords()]
-        for (coord, values), release in _prefetched(jobs, ahead, "reduce_sum"):
-            try:
-                region = tuple(
-                    slice(0, 1) if k in axes else r for k, r in enumerate(grid.region(coord))
-                )
-                with np.errstate(all="ignore"):
-                    part = np.sum(
-                        values.astype(accumulator.numpy, copy=False),
-                        axis=axes,
-                        keepdims=True,
-                        dtype=accumulator.numpy,
-                    )
-                    total[region] += part
-            finally:
-                release()
-    finally:
-        session.end()
-    spec = invocation.results[0]
-    out = _result(carrier, spec)
-    with np.errstate(all="ignore"):
-        values = total.astype(spec.dtype.numpy, copy=False).reshape(spec.shape)
-    out.carrier.import_span(spec.layout, values)
-    return out
-
-
-def _held(a: TiledEvictable, b: TiledEvictable, holder: TiledEvictable, extent: int) -> int:
-    """How many tiles of one panel of ``holder`` fit beside the other operand's two streamed
-    tiles (its current one and the prefetched next one) under the budget plus work space."""
-    budget = holder.max_resident_bytes
-    if budget is None:
-        return extent
-    if a is b:  # one budget: the panel plus two streamed tiles
-        return max(0, min(extent, budget // holder.tile_bytes - 1))
-    return max(0, min(extent, budget // holder.tile_bytes + 1))
-
-
-def _plan_gemm(a: TiledEvictable, b: TiledEvictable) -> tuple[bool, int]:
-    """``(hold_b, chunk)``: which operand's panels to keep, chosen for the fewest tile bytes read.
-
-    Holding chunks of a row panel of B reads B once and A once per chunk; holding chunks of a
-    column panel of A reads A once and B once per chunk.
-    """
-    (gm, gk), gn = a._grid.grid_shape, b._grid.grid_shape[1]
-    cb, ca = _held(a, b, b, gn), _held(a, b, a, gm)
-
-    def cost(chunk: int, held: int, held_bytes: int, streamed: int, streamed_bytes: int) -> float:
-        if chunk < 1:
-            return float("inf")
-        return gk * (held * held_bytes + -(-held // chunk) * streamed * streamed_bytes)
-
-    by_b = cost(cb, gn, b.tile_bytes, gm, a.tile_bytes)
-    by_a = cost(ca, gm, a.tile_bytes, gn, b.tile_bytes)
-    return (True, cb) if by_b <= by_a else (False, ca)
-
-
-def _matmul(invocation: cv.ResolvedInvocation, hold_b: bool, chunk: int) -> cv.Tensor:
-    plan = invocation.plan
-    assert plan is not None  # matmul is dtype-planned
-    x, y = invocation.operands
-    (a, amap), (b, bmap) = _operand(x), _operand(y)
-    accumulator = plan.operands[0].convert_to
-    assert accumulator is not None  # operands convert to the accumulator
-    (gm, gk), (tm, _) = a._grid.grid_shape, a._grid.tile_shape
-    gn, tn = b._grid.grid_shape[1], b._grid.tile_shape[1]
-    c = np.zeros((x.shape[0], y.shape[1]), accumulator.numpy)
-    session = _Session("matmul", [a, b])
-    # (holder, its map, streamed operand, its map, panel extent, streamed extent)
-    held, hmap, streamed, smap = (b, bmap, a, amap) if hold_b else (a, amap, b, bmap)
-    extent, other = (gn, gm) if hold_b else (gm, gn)
-    counts = {id(streamed): 2, id(held): chunk} if a is not b else {id(a): chunk + 2}
-
-    def panel_tile(kk: int, p: int) -> Coord:
-        return (kk, p) if hold_b else (p, kk)
-
-    def job(coord: Coord) -> Callable[[], Any]:
-        def run() -> Any:
-            values, hold = session.load(streamed, smap, coord)
-            return (coord, values), lambda: session.give(streamed, hold)
-
-        return run
-
-    session.begin(counts)
-    steps, total = 0, gk * -(-extent // max(chunk, 1))
-    try:
-        for kk in range(gk):
-            for p0 in range(0, extent, chunk):
-                ps = range(p0, min(extent, p0 + chunk))
-                # The panel is one contiguous copy (one large GEMM per streamed tile): it counts
-                # as held tiles even where the source tile is resident.
-                taken = 0
-                try:
-                    parts = []
-                    for q in ps:
-                        values, _ = session.load(held, hmap, panel_tile(kk, q), count=True)
-                        taken += held.tile_bytes
-                        parts.append(values.astype(accumulator.numpy, copy=False))
-                    panel = np.concatenate(parts, axis=1 if hold_b else 0)
-                    del parts
-                    span = tn if hold_b else tm
-                    block = slice(p0 * span, p0 * span + len(ps) * span)
-                    coords = [(q, kk) if hold_b else (kk, q) for q in range(other)]
-                    jobs = [job(coord) for coord in coords]
-                    for (coord, values), release in _prefetched(jobs, True, "matmul"):
-                        try:
-                            tile = values.astype(accumulator.numpy, copy=False)
-                            with np.errstate(all="ignore"):
-                                if hold_b:
-                                    i = coord[0]
-                                    c[i * tm : (i + 1) * tm, block] += tile @ panel
-                                else:
-                                    j = coord[1]
-                                    c[block, j * tn : (j + 1) * tn] += panel @ tile
-                        finally:
-                            release()
-                    del panel
-                finally:
-                    session.give(held, taken)
-                steps += 1
-                if progress_active():
-                    report_progress(steps, total, "matmul panels")
-    finally:
-        session.end()
-    spec = invocation.results[0]
-    out = _result(a, spec)
-    with np.errstate(all="ignore"):
-        out.carrier.import_span(spec.layout, c.astype(spec.dtype.numpy, copy=False))
-    return out
-
-
-def prepare(
-    carrier: cv.Carrier, invocation: cv.ResolvedInvocation
-) -> cv.PreparedComposite | cv.Unsupported:
-    """Check a direct call completely, then hand back the streaming work (or decline it)."""
-    name = invocation.operation
-    tensors = [x for x in invocation.operands if type(x) is cv.Tensor]
-    found = [_operand(x) for x in tensors]  # footprint refusals (ValueError) come first
-    classes = {c.tier_classes[0] for c, _ in found}
-    if len(classes) > 1:
-        return cv.Unsupported(
-            "the operands' tiles live on different compute classes; project them onto one"
-        )
-    if name == "matmul":
-        (a, _), (b, _) = found
-        x, y = tensors
-        if x.ndim != 2 or y.ndim != 2 or a._grid.tile_shape[1] != b._grid.tile_shape[0]:
-            return cv.Unsupported(
-                "direct matmul takes two 2-D tiled operands whose inner tile extents match; "
-                "project the tiles into compact tensors for other shapes"
-            )
-        hold_b, chunk = _plan_gemm(a, b)
-        if chunk < 1 and a._grid.grid_shape[0] and b._grid.grid_shape[1]:
-            msg = (
-                f"matmul on TiledEvictable: max_resident_bytes={b.max_resident_bytes} holds no "
-                f"panel tile beside two streamed tiles; raise the budget"
-            )
-            raise ValueError(msg)
-        chunk = max(chunk, 1)
-        return cv.PreparedComposite(lambda: cv.ProviderResult(_matmul(invocation, hold_b, chunk)))
-    if name == "reduce_sum":
-        _Session(name, [found[0][0]]).room({id(found[0][0]): 1}, "one tile")
-        return cv.PreparedComposite(lambda: cv.ProviderResult(_reduce_sum(invocation)))
-    grids = {(c._grid.grid_shape, c._grid.tile_shape) for c, _ in found}
-    if len(grids) > 1 or any(x.shape != invocation.results[0].shape for x in tensors):
-        return cv.Unsupported(
-            "direct elementwise operations take tiled operands of one shape and one tiling "
-            "(no broadcasting); project the tiles into compact tensors first"
-        )
-    session = _Session(name, [c for c, _ in found])
-    held: dict[int, int] = {}
-    for c, _ in found:
-        held[id(c)] = held.get(id(c), 0) + 1
-    session.room(held, "one step")
-    return cv.PreparedComposite(lambda: cv.ProviderResult(_elementwise(invocation)))
-
-
-def composite_provider(names: frozenset[str]) -> cv.CompositeProvider:
-    """The composite of TiledEvictable: the compute classes' plans for ``names``, streamed."""
-    try:
-        from conveyor_generic import CPU, Generic  # public classes only
-    except ImportError:
-        compute: tuple[type[cv.Carrier], ...] = ()
-    else:
-        compute = (CPU, Generic)
-
-    def plans(name: str) -> list[cv.OperationCapability]:
-        # By rule: the compute classes' records of one name, built when it is first queried.
-        found = {cap for cls in compute for cap in cv.declared_capabilities(cls).of(name)}
-        return sorted(found, key=repr)
-
-    return cv.CompositeProvider(
-        capabilities=cv.CapabilitySet.by_rule(names, plans),
-        result_carriers=compute,
-        prepare=prepare,
-    )

@@ -5,7 +5,9 @@ that tile of each saved operand and of the cotangent, and a matmul gradient is a
 tile products. So the backward runs the central rule (``conveyor.sdk.vjp``) on one tile
 (or one tile pair) at a time, loading saved tiles the way the forward streams them, and
 assembles the dense compute-class gradients. ``add`` and ``reduce_sum`` read no saved values,
-so their rule runs once on the saved tensors themselves. Gradient math stays central.
+and the rules of ``reduce_prod`` / ``reduce_max`` / ``reduce_min`` read the input only through
+direct operations, so those rules run once on the saved tensors themselves. Gradient math
+stays central.
 """
 
 from __future__ import annotations
@@ -18,14 +20,19 @@ import numpy as np
 import conveyor as cv
 from conveyor.sdk import DefinitionOperation, progress_active, report_progress, vjp
 from conveyor_storage._streaming import Hold, _operand, _Session
+from conveyor_storage._tiled_elementwise import ELEMENTWISE, companion_piece
+from conveyor_storage._tiled_matmul import tensor_grids
+from conveyor_storage._tiles import VIEWS
 
 if TYPE_CHECKING:
     from conveyor_storage.tiled_evictable import TiledEvictable
 
 __all__ = ["TiledOperation"]
 
-_SHAPE_ONLY: Final = frozenset({"add", "reduce_sum"})  # rules that read no saved values
-_ELEMENTWISE: Final = frozenset({"mul", "elementwise_mul", "relu"})
+# Rules run once on the saved tensors themselves: add and reduce_sum read no saved values; the
+# product and extrema rules read the tiled input only through direct operations (compare,
+# select, reduce), which stream it within the budget.
+_WHOLE: Final = frozenset({"add", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min"})
 
 
 def _rule(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> tuple[Any, ...]:
@@ -71,7 +78,12 @@ class _Gradients:
         values = np.asarray(part.numpy())
         if self.buffers[k] is None:
             self.buffers[k] = np.zeros(self.tensors[k].shape, values.dtype)
-        self.buffers[k][region] += values
+        shape = np.shape(self.buffers[k][region])
+        if values.shape != shape:  # a broadcast companion: sum its cotangent back
+            values = values.sum(axis=tuple(range(values.ndim - len(shape))))
+            ones = tuple(j for j, n in enumerate(shape) if n == 1 and values.shape[j] != 1)
+            values = values.sum(axis=ones, keepdims=True)
+        self.buffers[k][region] += values  # indexed again: a 0-d region gives no view
 
     def results(self, carrier: TiledEvictable, wants: list[bool]) -> tuple[cv.Tensor | None, ...]:
         out: list[cv.Tensor | None] = []
@@ -88,7 +100,12 @@ class _Gradients:
 
 
 def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> Any:
-    tiled = [_operand(x) if type(x) is cv.Tensor else None for x in saved]
+    """The central rule per tile; a dense companion operand takes the piece the tile meets,
+    and its gradient pieces are summed into its own shape."""
+    outer = type(op._dispatch_carrier)
+    tiled = [
+        _operand(x) if type(x) is cv.Tensor and type(x.carrier) is outer else None for x in saved
+    ]
     carrier = next(t[0] for t in tiled if t is not None)
     grid, session = carrier._grid, _Session("backward", [t[0] for t in tiled if t])
     counts: dict[int, int] = {}
@@ -108,7 +125,7 @@ def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any)
                 inputs = []
                 for x, t in zip(saved, tiled, strict=True):
                     if t is None:
-                        inputs.append(x)
+                        inputs.append(_piece(x, gradient.shape, region))
                         continue
                     values, hold = session.load(t[0], t[1], coord)
                     taken.append((t[0], hold))
@@ -117,8 +134,13 @@ def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any)
             finally:
                 for owner, hold in taken:
                     session.give(owner, hold)
-            for k, part in enumerate(parts):
-                grads.add(k, region, part)
+            for k, (x, part) in enumerate(zip(grads.tensors, parts, strict=True)):
+                own = (
+                    region
+                    if type(x.carrier) is outer
+                    else companion_piece(x, gradient.shape, region)
+                )
+                grads.add(k, own, part)
             if progress_active():
                 report_progress(done, len(coords), "backward")
     finally:
@@ -126,13 +148,23 @@ def _elementwise(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any)
     return grads.results(carrier, wants)
 
 
+def _piece(x: Any, shape: tuple[int, ...], region: tuple[slice, ...]) -> Any:
+    """A dense companion's piece for one tile (a fresh tensor wanting grad like ``x``); other
+    operands (scalars, ``None``) as they are."""
+    if type(x) is not cv.Tensor:
+        return x
+    piece = x[companion_piece(x, shape, region)]
+    out = cv.move(piece, type(x.carrier))  # its own leaf: the rule's gradient stops here
+    out.requires_grad = x.requires_grad
+    return out
+
+
 def _matmul(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> Any:
     """dA[i,k] = sum_j dC[i,j] B[k,j]^T and dB[k,j] = sum_i A[i,k]^T dC[i,j]: the central rule on
     each (A[i,k], B[k,j], dC[i,j]); each B tile is loaded once and A tiles stream past it."""
     x, y = saved
     (a, amap), (b, bmap) = _operand(x), _operand(y)
-    (gm, gk), (tm, tk) = a._grid.grid_shape, a._grid.tile_shape
-    gn, tn = b._grid.grid_shape[1], b._grid.tile_shape[1]
+    ((gm, gk), (tm, tk)), ((_, gn), (_, tn)) = tensor_grids(amap, a, bmap, b)
     session = _Session("backward", [a, b])
     counts = {id(a): 2} if a is b else {id(a): 1, id(b): 1}
     session.room(counts, "one tile pair")
@@ -143,9 +175,9 @@ def _matmul(op: DefinitionOperation, saved: tuple[Any, ...], gradient: Any) -> A
     try:
         for kk in range(gk):
             for j in range(gn):
-                b_tile = _load_tile(session, b, bmap, (kk, j), a, y)
+                b_tile = _load_tile(session, b, bmap, bmap.carrier_coord((kk, j)), a, y)
                 for i in range(gm):
-                    a_tile = _load_tile(session, a, amap, (i, kk), a, x)
+                    a_tile = _load_tile(session, a, amap, amap.carrier_coord((i, kk)), a, x)
                     g = gradient[i * tm : (i + 1) * tm, j * tn : (j + 1) * tn]
                     ga, gb = _rule(op, (a_tile, b_tile), g)
                     grads.add(0, _block(i, tm, kk, tk), ga)
@@ -163,7 +195,7 @@ def _block(r: int, rows: int, c: int, cols: int) -> tuple[slice, slice]:
 
 
 _TILEWISE: Final[dict[str, Callable[[DefinitionOperation, tuple[Any, ...], Any], Any]]] = {
-    **dict.fromkeys(_ELEMENTWISE, _elementwise),
+    **dict.fromkeys(ELEMENTWISE - _WHOLE, _elementwise),
     "matmul": _matmul,
 }
 
@@ -173,9 +205,11 @@ class TiledOperation(DefinitionOperation):
 
     def backward(self, gradient: Any) -> tuple[cv.Tensor | None, ...]:
         name = self._operation_name
+        if name in VIEWS:  # the view's central gradient: the cotangent permuted back
+            return super().backward(gradient)
         saved = super(DefinitionOperation, self).saved_inputs  # the outer tensors, not lowered
         with cv.no_grad():
-            if name in _SHAPE_ONLY:
+            if name in _WHOLE:
                 return _rule(self, saved, gradient)
             assert isinstance(name, str)  # dispatched under a direct name
             grads: tuple[cv.Tensor | None, ...] = _TILEWISE[name](self, saved, gradient)

@@ -18,11 +18,22 @@ import numpy as np
 
 import conveyor as cv
 
-__all__ = ["Coord", "Grid", "TileMap", "TileSelection", "TileSet", "TileState", "check_tiers"]
+__all__ = [
+    "VIEWS",
+    "Coord",
+    "Grid",
+    "TileMap",
+    "TileSelection",
+    "TileSet",
+    "TileState",
+    "check_tiers",
+]
 
 Coord = tuple[int, ...]
 Residency = Literal["primary", "secondary", "implicit", "invalid"]
 RESIDENCIES: Final = ("primary", "secondary", "implicit", "invalid")
+#: The view names a tiled tensor takes directly: an axis permutation keeps whole tiles (x.T).
+VIEWS: Final = frozenset({"permute"})
 
 
 def _coords(values: Iterable[Iterable[int]]) -> frozenset[Coord]:
@@ -98,12 +109,47 @@ class TileState:
 
 @final
 class TileMap:
-    """How a compatible tensor sees one tile: an axis permutation and flips of the tile array."""
+    """How a compatible tensor sees the tiles: an axis permutation and flips of each tile array,
+    and (for a transposed tensor) which carrier axis each tensor axis walks.
 
-    __slots__ = ("flips", "perm")
+    ``axes[j]`` is the carrier axis behind tensor axis ``j``: the identity for a tensor of the
+    carrier's shape, a permutation for ``x.T`` or ``permute``. Tensor tile ``c`` is carrier tile
+    ``carrier_coord(c)``.
+    """
 
-    def __init__(self, perm: tuple[int, ...], flips: tuple[int, ...]) -> None:
+    __slots__ = ("axes", "flips", "perm")
+
+    def __init__(
+        self, perm: tuple[int, ...], flips: tuple[int, ...], axes: tuple[int, ...] | None = None
+    ) -> None:
         self.perm, self.flips = perm, flips
+        self.axes = tuple(range(len(perm))) if axes is None else axes
+
+    @property
+    def identity(self) -> bool:
+        """Whether the tensor sees every tile exactly in the carrier's canonical order."""
+        return not self.flips and self.perm == tuple(range(len(self.perm)))
+
+    @property
+    def transposed(self) -> bool:
+        return self.axes != tuple(range(len(self.axes)))
+
+    def carrier_coord(self, coord: Coord) -> Coord:
+        """The carrier tile behind the tensor's tile ``coord``."""
+        if not self.transposed:
+            return coord
+        out = [0] * len(coord)
+        for j, k in enumerate(self.axes):
+            out[k] = coord[j]
+        return tuple(out)
+
+    def tensor_coord(self, coord: Coord) -> Coord:
+        """The tensor's tile coordinate of carrier tile ``coord`` (the inverse of the above)."""
+        return self.tensor_shape(coord)
+
+    def tensor_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """A carrier-space shape (grid or tile) in the tensor's axis order."""
+        return tuple(shape[k] for k in self.axes)
 
     def view(self, tile: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The tensor's view of a tile array in the carrier's canonical order (no copy)."""
@@ -197,9 +243,13 @@ class Grid:
         """How a tensor with ``layout`` sees each tile, or ``ValueError`` when it breaks tiles.
 
         O(ndim) on the strides, then O(1) per tile on its base slot: every tile box must map
-        onto exactly its own tile's slots.
+        onto exactly its own tile's slots. A pure axis permutation of the full layout (``x.T``)
+        maps whole tiles too: tensor tile ``c`` is a carrier tile with its coordinates permuted.
         """
         where = f"{what} on TiledEvictable"
+        transposed = _transposed_map(self, layout)
+        if transposed is not None:
+            return transposed
         if layout.shape != self.shape:
             msg = (
                 f"{where}: a tensor of shape {layout.shape} does not cover the tiled shape "
@@ -235,6 +285,25 @@ class Grid:
             )
             raise ValueError(msg)
         return TileMap(_perm(perm), flips)
+
+
+def _transposed_map(grid: Grid, layout: cv.Layout) -> TileMap | None:
+    """The map of a pure axis permutation of the carrier's full layout (``x.T``), else ``None``."""
+    ndim = len(grid.shape)
+    if layout.offset or layout.ndim != ndim:
+        return None
+    axes: list[int] = []
+    for n, s in zip(layout.shape, layout.strides, strict=True):
+        found = [
+            k
+            for k in range(ndim)
+            if k not in axes and grid.shape[k] == n and (grid.strides[k] == s or n == 1)
+        ]
+        if not found:
+            return None
+        axes.append(found[0])
+    order = tuple(axes)
+    return None if order == tuple(range(ndim)) else TileMap(order, (), order)
 
 
 def _perm(perm: list[int]) -> tuple[int, ...]:

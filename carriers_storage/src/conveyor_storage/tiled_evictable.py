@@ -12,10 +12,11 @@ published only once every copy succeeded. A dirty tile is written into its own r
 secondary, so a crash mid-eviction never touches a committed tile. A clean tile whose secondary
 copy is current is evicted by dropping its primary: no bytes move.
 
-Direct operations (``add``, ``mul``, ``elementwise_mul``, ``relu``, ``reduce_sum``,
-``matmul``) run on the full logical tensor through the composite provider in
-``conveyor_storage._streaming``, tile by tile; ``project`` / ``scatter`` exchange tiles with
-ordinary compute tensors (``conveyor_storage._projection``).
+Direct operations (every elementwise name and activation, every reduction, ``matmul`` with a
+transposed operand, ``permute``) run on the full logical tensor through the composite provider
+in ``conveyor_storage._direct``, tile by tile, beside dense operands of the compute class that
+broadcast along whole tiles; ``project`` / ``scatter`` exchange tiles with ordinary compute
+tensors (``conveyor_storage._projection``).
 """
 
 from __future__ import annotations
@@ -41,16 +42,24 @@ from conveyor_storage._residency import (
 from conveyor_storage._spans import Allocator, sibling_allocator
 from conveyor_storage._tile_journal import TileJournal, torn_tiles
 from conveyor_storage._tiled_backward import TiledOperation
-from conveyor_storage._tiles import Coord, Grid, TileMap, TileSet, TileState, check_tiers
+from conveyor_storage._tiled_elementwise import ELEMENTWISE
+from conveyor_storage._tiled_reductions import REDUCTIONS
+from conveyor_storage._tiles import (
+    VIEWS,
+    Coord,
+    Grid,
+    TileMap,
+    TileSet,
+    TileState,
+    check_tiers,
+)
 from conveyor_storage._transitions import TiledResidencyFacet, claim
 from conveyor_storage.file_backed import FileBacked
 
 __all__ = ["DIRECT_OPERATIONS", "TiledEvictable"]
 
 #: The direct surface: these names run on the full logical tensor; anything else needs project.
-DIRECT_OPERATIONS: Final = frozenset(
-    {"add", "elementwise_mul", "mul", "relu", "reduce_sum", "matmul"}
-)
+DIRECT_OPERATIONS: Final = ELEMENTWISE | REDUCTIONS | {"matmul"}
 
 
 def _shape(what: str, value: object) -> tuple[int, ...]:
@@ -217,13 +226,15 @@ class TiledEvictable(cv.DependentCarrier):
             self._current.add(coord)
         self._implicit.pop(coord, None)
 
-    def _fresh_like(self) -> TiledEvictable:
-        """A new implicit-zero hierarchy with this one's tiling, classes, placement and budget."""
+    def _fresh_like(self, dtype: cv.DType | None = None) -> TiledEvictable:
+        """A new implicit-zero hierarchy with this one's tiling, classes, placement and budget
+        (of ``dtype``, by default this one's)."""
+        dtype = self._dt if dtype is None else dtype
         fresh = object.__new__(TiledEvictable)
-        empty_secondary = self._new_secondary(0, self._dt)
+        empty_secondary = self._new_secondary(0, dtype)
         TiledEvictable.__init__(
             fresh,
-            self._new_tile(0, self._dt),
+            self._new_tile(0, dtype),
             empty_secondary,
             self._grid.grid_shape,
             self._grid.tile_shape,
@@ -546,13 +557,19 @@ class TiledEvictable(cv.DependentCarrier):
 
     def dispatch_op(self, operation_name: str) -> cv.Operation:
         """A fresh definition-backed operation for a direct name; other names need ``project``."""
-        if isinstance(operation_name, str) and operation_name not in DIRECT_OPERATIONS:
+        if (
+            isinstance(operation_name, str)
+            and operation_name not in DIRECT_OPERATIONS
+            and operation_name not in VIEWS
+        ):
             self._check_alive(operation_name)
             msg = (
-                f"{operation_name} on TiledEvictable: not in the direct surface "
-                f"({', '.join(sorted(DIRECT_OPERATIONS))}); project the tiles you need with "
-                f"conveyor_storage.project(tensor, selection).wait() and run it on the compact "
-                f"compute tensor"
+                f"{operation_name} on TiledEvictable: not in the direct surface (elementwise "
+                f"names, reductions, matmul and permute; see "
+                f"conveyor_storage.tiled_evictable.DIRECT_OPERATIONS); project the tiles you "
+                f"need with conveyor_storage.project(tensor, selection).wait() and run it on "
+                f"the compact compute tensor, or move the whole tensor with "
+                f"cv.move(tensor, 'cpu') when it fits in memory"
             )
             raise NotImplementedError(msg)
         op: cv.Operation = super().dispatch_op(operation_name)
@@ -577,7 +594,7 @@ class TiledEvictable(cv.DependentCarrier):
 
 def _register() -> None:
     """Make TiledEvictable definition-backed (streaming composite, residency facet), then close."""
-    from conveyor_storage._streaming import composite_provider
+    from conveyor_storage._direct import composite_provider
 
     definition = cv.CarrierDefinition(
         storage=None,

@@ -310,6 +310,18 @@ class Carrier:
             assert reason is not None  # unsupported implies a reason
             raise UnsupportedOperationPlan(plan.operation, type(self), plan, reason)
 
+    @classmethod
+    def _companion_classes(cls) -> tuple[type, ...]:
+        """The classes whose tensors may stand beside this class's tensors in one call.
+
+        The ``companions`` of a definition's ``CompositeProvider`` (a tiled carrier accepts a
+        small dense operand of its compute class); none for every other carrier, so the
+        public functions refuse mixed carriers as before.
+        """
+        definition = _carrier_definition(cls)
+        composite = definition.composite if definition is not None else None
+        return composite.companions if composite is not None else ()
+
     # -- facets -------------------------------------------------------------------------------
 
     def facet(self, facet: type[_Facet]) -> _Facet | None:

@@ -119,23 +119,36 @@ def call(
 
 
 def _carrier_of(name: str, operands: tuple[Any, ...]) -> Carrier:
-    """The first tensor operand's carrier; every tensor operand must share its exact class."""
+    """The carrier that dispatches: the first tensor operand's, when every tensor operand shares
+    its exact class; with mixed classes, the one whose class accepts all the others as
+    companions (``CompositeProvider.companions``), else the mixed-carrier refusal."""
     carrier = None
+    mixed = False
     for x in operands:
         if type(x) is Tensor:
             if carrier is None:
                 carrier = x._carrier
             elif type(x._carrier) is not type(carrier):
-                msg = (
-                    f"{name}: operands live on different carriers ({type(carrier).__name__} and "
-                    f"{type(x._carrier).__name__}); move them to one carrier first with "
-                    f"cv.move(tensor, {type(carrier).__name__})"
-                )
-                raise TypeError(msg)
+                mixed = True
     if carrier is None:
         msg = f"{name}: at least one operand must be a Tensor, got {operands!r}"
         raise TypeError(msg)
-    return carrier
+    return _host(name, operands, carrier) if mixed else carrier
+
+
+def _host(name: str, operands: tuple[Any, ...], first: Carrier) -> Carrier:
+    carriers = [x._carrier for x in operands if type(x) is Tensor]
+    for host in carriers:
+        accepted = (type(host), *host._companion_classes())
+        if all(type(c) in accepted for c in carriers):
+            return host
+    other = next(c for c in carriers if type(c) is not type(first))
+    msg = (
+        f"{name}: operands live on different carriers ({type(first).__name__} and "
+        f"{type(other).__name__}); move them to one carrier first with "
+        f"cv.move(tensor, {type(first).__name__})"
+    )
+    raise TypeError(msg)
 
 
 # -- the bound fast path --------------------------------------------------------------------
@@ -236,8 +249,17 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
                 carrier = a._carrier
                 if b.__class__ is Tensor:
                     if b._carrier.__class__ is not carrier.__class__:
-                        _carrier_of(name, operands)  # raises the mixed-carrier TypeError
-                    signature: tuple[Any, ...] = (a._dtype, b._dtype, carrier.__class__)
+                        # Refused, or one class accepts the other as a companion: dispatch there,
+                        # cached under both classes.
+                        carrier = _carrier_of(name, operands)
+                        signature: tuple[Any, ...] = (
+                            a._dtype,
+                            b._dtype,
+                            a._carrier.__class__,
+                            b._carrier.__class__,
+                        )
+                    else:
+                        signature = (a._dtype, b._dtype, carrier.__class__)
                 else:
                     signature = (a._dtype, b.__class__, carrier.__class__)
             elif b.__class__ is Tensor:
@@ -254,7 +276,10 @@ def _public(name: str, roles: tuple[str, ...], optional: frozenset[str]) -> Call
         else:
             carrier = _carrier_of(name, operands)
             signature = (
-                *[x._dtype if x.__class__ is Tensor else x.__class__ for x in operands],
+                *[
+                    (x._dtype, x._carrier.__class__) if x.__class__ is Tensor else x.__class__
+                    for x in operands
+                ],
                 carrier.__class__,
             )
         if fields:

@@ -220,6 +220,7 @@ class OperationDefinition:
                 carrier class.
         """
         where = f"{self.name} on {carrier_class.__name__}"
+        accepted: tuple[type, ...] | None = None  # companions, looked up only when needed
         if len(operands) != len(self.roles):
             msg = (
                 f"{where}: expected {len(self.roles)} operand(s) ({', '.join(self.roles)}), got "
@@ -229,6 +230,10 @@ class OperationDefinition:
         for role, x in zip(self.roles, operands, strict=True):
             if type(x) is Tensor:
                 if type(x._carrier) is not carrier_class:
+                    if accepted is None:
+                        accepted = getattr(carrier_class, "_companion_classes", tuple)()
+                    if type(x._carrier) in accepted:
+                        continue
                     msg = (
                         f"{where}: operand {role} lives on {type(x._carrier).__name__}; move it "
                         f"first with cv.move(tensor, {carrier_class.__name__})"

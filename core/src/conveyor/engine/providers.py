@@ -488,6 +488,15 @@ class CompositeProvider:
     ``lower_saved(carrier, tensor)``, when given, is how the central VJP reads a saved outer
     operand: outer tensors the VJP's public functions cannot run on (a tiled tensor) are
     lowered to a result-carrier tensor first; the VJP itself stays the central one.
+    ``companions`` are the classes whose tensors the public functions let stand beside the
+    outer carrier's tensors in one call (instead of refusing mixed carriers): the call then
+    dispatches on the outer carrier and ``prepare`` sees both kinds, accepting the shapes it
+    streams (a tiled carrier: a dense operand broadcasting along whole tiles) and returning
+    ``Unsupported`` for the rest. By default none.
+
+    .. versionadded:: issue 23
+        ``companions``, so a composite can take a small dense operand (a column mean) beside
+        its own without a move.
     """
 
     capabilities: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
@@ -500,6 +509,7 @@ class CompositeProvider:
     lower_saved: Callable[[Carrier, Tensor], Tensor] | None = attrs.field(
         default=None, validator=attrs.validators.optional(_is_callable)
     )
+    companions: tuple[type, ...] = attrs.field(default=(), converter=_classes)
 
 
 class CarrierFacet:

@@ -64,7 +64,7 @@ def _refuses(plan: OperationPlan, case: Case) -> str | None:
         if any(len(s) != 2 for s in shapes):
             return "direct matmul takes two 2-D operands"
         return None
-    if plan.operation == "reduce_sum":
+    if plan.operation.startswith("reduce_") or plan.operation in ("argmax", "argmin"):
         return None
     if len(set(shapes)) > 1:
         return "direct elementwise operations take operands of one shape (no broadcasting)"
