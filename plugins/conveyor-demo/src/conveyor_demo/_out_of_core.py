@@ -88,8 +88,15 @@ def stream_reduce_and_scale(
     w = cv.Tensor(w_tiled, cv.Layout(weights.shape))
 
     def track(label: str) -> Any:
-        progress = bar(grid, f"   {label}", "tile")
-        return progress, cv.progress(lambda done, total, _: progress.update(done - progress.n))
+        progress = bar(grid, f"   {label}", "step")
+
+        def report(done: int, total: int, _: str) -> None:
+            # A stream reports its own steps (a tile, or a band of one), not the grid's tiles.
+            if progress.total != total:
+                progress.total = total
+            progress.update(done - progress.n)
+
+        return progress, cv.progress(report)
 
     progress, reporting = track("reduce_sum")
     with progress, reporting:
