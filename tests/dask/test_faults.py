@@ -130,20 +130,33 @@ def test_killed_worker_gives_the_right_sum_or_names_the_worker(
 
 
 class TestTaskErrors:
-    def test_out_of_range_gather_raises_index_error_before_publishing(self) -> None:
-        """A gather index outside the input is Generic's IndexError at the call, lazy or not:
-        the central definition reads the index (computing its graph) before any kernel."""
-        if "gather" not in {c.operation for c in DaskCarrier.allocate(0, cv.float32)
-                            .operation_capabilities()}:  # fmt: skip
-            pytest.skip("needs the central gather definition (the definitions milestone)")
+    @pytest.mark.parametrize("name", ["gather", "scatter"])
+    def test_out_of_range_index_surfaces_at_the_read_naming_the_operation(self, name: str) -> None:
+        """An index outside the input is found by the task, at the read, as Generic's
+        IndexError named for DaskCarrier: the call does not fail, and every read raises."""
         x = cv.tensor(np.arange(6.0).reshape(2, 3), carrier="dask")
         index = cv.tensor(np.array([[0, 5]]), carrier="dask")
-        with pytest.raises(IndexError) as dask_error:
-            F.gather(x, index, axis=1)
+        extra = (cv.tensor(np.ones((1, 2)), carrier="dask"),) if name == "scatter" else ()
+        call = getattr(F, name)
         with pytest.raises(IndexError) as generic_error:
-            F.gather(cv.move(x, Generic), cv.move(index, Generic), axis=1)
-        assert str(dask_error.value) == str(generic_error.value).replace("Generic", "DaskCarrier")
-        assert str(dask_error.value).startswith("gather on DaskCarrier: ")
+            call(*(cv.move(t, Generic) for t in (x, index, *extra)), axis=1)
+        result = call(x, index, *extra, axis=1)  # lazy: the call builds the graph only
+        for _ in range(2):
+            with pytest.raises(IndexError) as dask_error:
+                result.numpy()
+            assert str(dask_error.value) == str(generic_error.value).replace(
+                "Generic", "DaskCarrier"
+            )
+        assert str(dask_error.value).startswith(f"{name} on DaskCarrier: ")
+
+    def test_out_of_range_gather_in_eager_mode_raises_at_the_call(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("CONVEYOR_DASK_EAGER", "1")
+        x = cv.tensor(np.arange(6.0).reshape(2, 3), carrier="dask")
+        index = cv.tensor(np.array([[0, 5]]), carrier="dask")
+        with pytest.raises(IndexError, match=r"^gather on DaskCarrier: index 5 is out of range"):
+            F.gather(x, index, axis=1)
 
     def test_failing_task_in_eager_mode_publishes_nothing(
         self, monkeypatch: pytest.MonkeyPatch

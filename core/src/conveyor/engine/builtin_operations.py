@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from conveyor.engine.carrier_registry import carrier_definition
 from conveyor.engine.gradients import differentiable_operations, vjp
 from conveyor.engine.operation_definitions import (
     NON_DIFFERENTIABLE,
@@ -290,7 +291,7 @@ def _check_index(call: BoundCall, src: Tensor | None) -> None:
             raise _value_error(
                 call, f"index shape {index.shape} exceeds src shape {src.shape} on axis {d}"
             )
-    if index.size:
+    if index.size and not _deferred(index):
         values = index.numpy()
         extent = shape[axis] if shape else 1
         low, high = values.min(), values.max()
@@ -301,6 +302,12 @@ def _check_index(call: BoundCall, src: Tensor | None) -> None:
                 f"indices must lie in [0, {extent}) (negative indices are not counted from the end)"
             )
             raise _index_error(call, msg)
+
+
+def _deferred(x: Tensor) -> bool:
+    """Whether ``x``'s values are computed only when read (its kernel then checks them)."""
+    definition = carrier_definition(type(x.carrier))
+    return definition is not None and getattr(definition.storage, "deferred_values", False)
 
 
 def _gather(call: BoundCall) -> tuple[_Shape, ...]:

@@ -110,6 +110,12 @@ class StorageProvider:
     #: small tensor by moving it into a segment) sets it to ``False``.
     stable_arrays: ClassVar[bool] = True
 
+    #: Whether handles hold values computed only when read (a lazy graph). The central
+    #: definitions then leave the checks that must read operand values (the index range of
+    #: ``gather``, ``scatter`` and ``scatter_add``) to the kernels, which raise the same error
+    #: when the values are computed, so a call does not force its operands' graphs.
+    deferred_values: ClassVar[bool] = False
+
     def flat_array(self, handle: Any, dtype: DType) -> np.ndarray[Any, Any] | None:
         """The one-dimensional NumPy array the slots of ``handle`` live in, without a copy, or
         ``None`` when the storage is not NumPy-addressable (default: the handle itself when it

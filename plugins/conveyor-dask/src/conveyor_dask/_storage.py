@@ -399,6 +399,9 @@ def _slot_indices(layout: cv.Layout) -> _Array:
 class DaskStorage(cv.StorageProvider):
     """Storage provider: a lazily zero-filled dask array per carrier, replaced on every write."""
 
+    # An index out of range is found by the gather task when the values are computed.
+    deferred_values = True
+
     def supports_dtype(self, dtype: cv.DType) -> bool:
         return dtype in _STORABLE
 
