@@ -76,3 +76,22 @@ class TestKitOnTiled:
         )
         assert "cumsum: the first dispatch raised NotImplementedError" in summary
         assert "result: DOES NOT CONFORM" in summary
+
+
+def test_tiled_tensors_over_one_compute_class_share_one_capability_set(tmp_path: Path) -> None:
+    """The direct surface depends on the compute class only: a new tiled tensor reuses the
+    frozen set instead of rebuilding thousands of plans on its first call (the kit's cost)."""
+    import conveyor as cv
+    from conveyor_generic import CPU, Generic
+    from conveyor_storage import FileBacked, TiledEvictable
+
+    def tiled(primary: type[cv.Carrier]) -> TiledEvictable:
+        file = FileBacked.allocate(0, cv.float32, directory=str(tmp_path))
+        return TiledEvictable(primary.allocate(0, cv.float32), file, (2, 2), (1, 1))
+
+    first, second, other = tiled(CPU), tiled(CPU), tiled(Generic)
+    assert first.operation_capabilities() is second.operation_capabilities()
+    assert other.operation_capabilities() is not first.operation_capabilities()
+    assert {c.operation for c in other.operation_capabilities()} == {
+        c.operation for c in first.operation_capabilities()
+    }

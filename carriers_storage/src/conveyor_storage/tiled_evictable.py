@@ -25,7 +25,7 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, Final, Self, final
 
 import numpy as np
@@ -554,6 +554,11 @@ class TiledEvictable(cv.DependentCarrier):
             for cap in cv.declared_capabilities(self._classes[0])
             if cap.operation in DIRECT_OPERATIONS
         )
+
+    def _capability_key(self) -> Hashable | None:
+        """The set depends on the compute class alone, so every tiled tensor over it shares
+        one frozen set; computed per instance, it cost each new tensor's first call ~20 ms."""
+        return self._classes[0]
 
     def dispatch_op(self, operation_name: str) -> cv.Operation:
         """A fresh definition-backed operation for a direct name; other names need ``project``."""
