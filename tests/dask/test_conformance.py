@@ -12,7 +12,6 @@ import pytest
 
 from conveyor_dask import _cluster
 
-
 # The whole kit on dask's threaded scheduler (its every check, ~20 s), and the oracle of every
 # name on the LocalCluster's worker processes, where blocks and plans are pickled (~50 s). The
 # whole kit on the cluster took 300 s: each view and size case is a round trip to the workers.
