@@ -558,7 +558,7 @@ class TiledEvictable(cv.DependentCarrier):
     def _capability_key(self) -> Hashable | None:
         """The set depends on the compute class alone, so every tiled tensor over it shares
         one frozen set; computed per instance, it cost each new tensor's first call ~20 ms."""
-        return self._classes[0]
+        return self._classes[:1]
 
     def dispatch_op(self, operation_name: str) -> cv.Operation:
         """A fresh definition-backed operation for a direct name; other names need ``project``."""
