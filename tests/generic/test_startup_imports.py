@@ -89,3 +89,69 @@ class TestStartupImports:
             "    print(e)"
         )
         assert out == "module 'conveyor' has no attribute 'no_such_name'"
+
+
+# The user library's modules: loaded by the first library name a program touches, or by the
+# first call Tensor makes into it (printing, `//`, advanced indexing, the NumPy protocols).
+LIBRARY = (
+    "conveyor.lib.composed",
+    "conveyor.lib.printing",
+    "conveyor.lib.saving",
+    "conveyor.lib.numpy_protocols",
+    "conveyor.lib.tensor_methods",
+    "conveyor.lib.einops_backend",
+)
+
+
+class TestLazyLibrary:
+    def test_import_conveyor_and_an_engine_add_load_no_library_module(self) -> None:
+        loaded = imported_modules(
+            "import conveyor as cv\nt = cv.tensor([1.0, 2.0], carrier='cpu')\n(t + t).numpy()"
+        )
+        assert "conveyor.engine.tensor" in loaded
+        assert not {m for m in loaded if m.startswith(LIBRARY)}
+
+    def test_a_library_name_loads_the_library_and_is_the_library_function(self) -> None:
+        out = run(
+            "import sys, conveyor as cv\n"
+            "from conveyor.lib import composed, printing, saving\n"
+            "print(cv.mean is composed.mean, cv.save is saving.save,"
+            " cv.set_printoptions is printing.set_printoptions, 'mean' in vars(cv),"
+            " 'mean' in dir(cv), 'random' in dir(cv))"
+        )
+        assert out == "True True True True True True"
+
+    def test_every_public_name_resolves_and_star_import_binds_them_all(self) -> None:
+        out = run(
+            "import conveyor as cv\n"
+            "missing = [n for n in cv.__all__ if not hasattr(cv, n)]\n"
+            "ns = {}\n"
+            "exec('from conveyor import *', ns)\n"
+            "unbound = sorted(set(cv.__all__) - ns.keys())\n"
+            "print(missing, unbound, cv.random.default_rng(0) is not None)"
+        )
+        assert out == "[] [] True"
+
+    def test_tensor_operators_load_the_library_on_their_first_use(self) -> None:
+        out = run(
+            "import sys, conveyor as cv\n"
+            "t = cv.tensor([7.0, 8.0], carrier='cpu')\n"
+            "before = 'conveyor.lib.tensor_methods' in sys.modules\n"
+            "text = repr(t)\n"
+            "print(before, 'conveyor.lib.tensor_methods' in sys.modules, text, (t // 2.0).tolist())"
+        )
+        assert out == "False True Tensor([7., 8.], dtype=float32, carrier=CPU) [3.0, 4.0]"
+
+    def test_einops_finds_tensors_whichever_is_imported_first(self) -> None:
+        code = (
+            "import sys, conveyor as cv\n"
+            "t = cv.tensor([1.0, 2.0, 3.0, 4.0], carrier='cpu')\n"
+            "print('conveyor.lib.einops_backend' in sys.modules,"
+            " einops.rearrange(t, '(a b) -> b a', a=2).tolist())"
+        )
+        assert run("import einops\n" + code) == "True [[1.0, 3.0], [2.0, 4.0]]"
+        assert run(code.replace("import sys", "import sys, einops")) == (
+            "True [[1.0, 3.0], [2.0, 4.0]]"
+        )
+        before = run("import sys, conveyor\nprint('conveyor.lib.einops_backend' in sys.modules)")
+        assert before == "False"

@@ -142,118 +142,7 @@ from conveyor.engine.tensor import (
     zeros,
     zeros_like,
 )
-from conveyor.lib import einops_backend as _einops_backend
-from conveyor.lib import random
-from conveyor.lib.composed import (  # composed from dispatch names; all/any shadow builtins
-    QRResult,
-    SlogdetResult,
-    acos,
-    acosh,
-    all,
-    allclose,
-    any,
-    argsort,
-    asarray,
-    asin,
-    asinh,
-    atan,
-    atan2,
-    atanh,
-    bitwise_and,
-    bitwise_invert,
-    bitwise_left_shift,
-    bitwise_or,
-    bitwise_right_shift,
-    bitwise_xor,
-    broadcast_arrays,
-    cholesky,
-    clip,
-    concatenate,
-    conj,
-    copysign,
-    cosh,
-    count_nonzero,
-    cumulative_prod,
-    cumulative_sum,
-    det,
-    diff,
-    dot,
-    einsum,
-    empty_like,
-    expand_dims,
-    expm1,
-    eye,
-    flip,
-    floor_divide,
-    from_dlpack,
-    from_numpy,
-    full_like,
-    hstack,
-    hypot,
-    imag,
-    inv,
-    isclose,
-    isfinite,
-    isinf,
-    isnan,
-    linspace,
-    log1p,
-    log10,
-    log_softmax,
-    logaddexp,
-    logical_and,
-    logical_or,
-    logical_xor,
-    logsumexp,
-    matrix_transpose,
-    max,
-    mean,
-    meshgrid,
-    min,
-    moveaxis,
-    nextafter,
-    nonzero,
-    outer,
-    pad,
-    positive,
-    qr,
-    real,
-    repeat,
-    roll,
-    searchsorted,
-    signbit,
-    sinh,
-    slogdet,
-    softmax,
-    solve,
-    split,
-    square,
-    stack,
-    std,
-    sum,
-    take,
-    take_along_axis,
-    tan,
-    tensordot,
-    tile,
-    transpose,
-    tril,
-    triu,
-    trunc,
-    unique,
-    unique_all,
-    unique_counts,
-    unique_inverse,
-    unique_values,
-    unstack,
-    var,
-    vecdot,
-    where,
-)
-from conveyor.lib.numpy_protocols import NumPyFallbackWarning
-from conveyor.lib.printing import PrintOptions, get_printoptions, printoptions, set_printoptions
-from conveyor.lib.saving import load, save
-from conveyor.lib.tensor_methods import TensorMethods as _TensorMethods
+from conveyor.lib import einops_hook as _einops_hook
 from conveyor.types.capabilities import (
     CapabilitySet,
     OperandCapability,
@@ -303,25 +192,175 @@ from conveyor.types.warnings import ConveyorWarning
 
 if _TYPE_CHECKING:
     from conveyor import array_api, plugins
+    from conveyor.lib import random
+    from conveyor.lib.composed import (  # composed from dispatch names; all/any shadow builtins
+        QRResult,
+        SlogdetResult,
+        acos,
+        acosh,
+        all,
+        allclose,
+        any,
+        argsort,
+        asarray,
+        asin,
+        asinh,
+        atan,
+        atan2,
+        atanh,
+        bitwise_and,
+        bitwise_invert,
+        bitwise_left_shift,
+        bitwise_or,
+        bitwise_right_shift,
+        bitwise_xor,
+        broadcast_arrays,
+        cholesky,
+        clip,
+        concatenate,
+        conj,
+        copysign,
+        cosh,
+        count_nonzero,
+        cumulative_prod,
+        cumulative_sum,
+        det,
+        diff,
+        dot,
+        einsum,
+        empty_like,
+        expand_dims,
+        expm1,
+        eye,
+        flip,
+        floor_divide,
+        from_dlpack,
+        from_numpy,
+        full_like,
+        hstack,
+        hypot,
+        imag,
+        inv,
+        isclose,
+        isfinite,
+        isinf,
+        isnan,
+        linspace,
+        log1p,
+        log10,
+        log_softmax,
+        logaddexp,
+        logical_and,
+        logical_or,
+        logical_xor,
+        logsumexp,
+        matrix_transpose,
+        max,
+        mean,
+        meshgrid,
+        min,
+        moveaxis,
+        nextafter,
+        nonzero,
+        outer,
+        pad,
+        positive,
+        qr,
+        real,
+        repeat,
+        roll,
+        searchsorted,
+        signbit,
+        sinh,
+        slogdet,
+        softmax,
+        solve,
+        split,
+        square,
+        stack,
+        std,
+        sum,
+        take,
+        take_along_axis,
+        tan,
+        tensordot,
+        tile,
+        transpose,
+        tril,
+        triu,
+        trunc,
+        unique,
+        unique_all,
+        unique_counts,
+        unique_inverse,
+        unique_values,
+        unstack,
+        var,
+        vecdot,
+        where,
+    )
+    from conveyor.lib.numpy_protocols import NumPyFallbackWarning
+    from conveyor.lib.printing import (
+        PrintOptions,
+        get_printoptions,
+        printoptions,
+        set_printoptions,
+    )
+    from conveyor.lib.saving import load, save
+    from conveyor.lib.tensor_methods import TensorMethods
     from conveyor.plugins import hookimpl
 
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = frozenset({"array_api", "plugins"})
 
+# The user library's public names load on first access (PEP 562), all modules at once: the
+# composed functions, printing, saving and the NumPy protocols are about 22 M of the 145 M
+# instructions `import conveyor` costs above its dependencies, and a program that calls only the
+# engine's functions never needs them.
+_LAZY_LIBRARY = (
+    "conveyor.lib.composed",
+    "conveyor.lib.numpy_protocols",
+    "conveyor.lib.printing",
+    "conveyor.lib.saving",
+)
+
 
 def __getattr__(name: str) -> object:
-    """Load a lazily imported submodule (PEP 562), or ``hookimpl`` from it, on first access."""
+    """Load a lazily imported submodule or library name (PEP 562) on first access."""
     if name in _LAZY_SUBMODULES:
         return _importlib.import_module(f"conveyor.{name}")
     if name == "hookimpl":
         return _plugins_module().hookimpl
+    if name == "random":
+        module = globals()["random"] = _importlib.import_module("conveyor.lib.random")
+        return module
+    if name in __all__:
+        return _load_library()[name]
     msg = f"module 'conveyor' has no attribute {name!r}"
     raise AttributeError(msg)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_SUBMODULES, "hookimpl"})
+    return sorted({*globals(), *__all__, *_LAZY_SUBMODULES, "hookimpl", "random"})
+
+
+def _load_library() -> dict[str, object]:
+    """Import the lazily loaded library modules and bind every public name they hold here."""
+    names = globals()
+    missing = set(__all__) - names.keys()
+    for module_name in _LAZY_LIBRARY:
+        module = _importlib.import_module(module_name)
+        for name in missing & vars(module).keys():
+            names[name] = getattr(module, name)
+    return names
+
+
+def _tensor_methods() -> TensorMethods:
+    """The library's side of Tensor's composed operators, imported on their first use."""
+    from conveyor.lib.tensor_methods import TensorMethods
+
+    return TensorMethods(array_namespace=_array_namespace)
 
 
 def _plugins_module() -> _ModuleType:
@@ -350,8 +389,8 @@ def _scanned_host() -> plugins.PluginHost | None:
 
 # The plugin host and the user library sit above the engine, which reads them through these.
 _plugin_access.connect(default=_default_host, scanned=_scanned_host)
-_library.connect(_TensorMethods(array_namespace=_array_namespace))
-_einops_backend.install()  # einops finds Conveyor tensors (imports nothing itself)
+_library.connect_on_first_use(_tensor_methods)
+_einops_hook.install()  # einops finds Conveyor tensors (imports nothing itself)
 
 __all__ = [
     "BoundCall",

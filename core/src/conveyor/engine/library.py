@@ -4,7 +4,8 @@ Most of Tensor's sugar maps to one public function of the engine (``a + b`` is `
 few operators are composed from several dispatch names in ``conveyor.lib`` (``//``, the bitwise
 operators, advanced indexing), and the NumPy and Array API protocols and the printed form live
 there too. The engine cannot import that layer, so it declares here, as a typed protocol, exactly
-what Tensor calls, and the package root connects the library's implementation at import.
+what Tensor calls, and the package root connects the library's implementation at import, to be
+loaded on the first call Tensor makes into it (the library is a large part of import time).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from conveyor.engine.tensor import Tensor
     from conveyor.types.dtypes import DType
 
-__all__ = ["TensorLibrary", "connect", "methods"]
+__all__ = ["TensorLibrary", "connect", "connect_on_first_use", "methods"]
 
 
 class TensorLibrary(Protocol):
@@ -97,3 +100,21 @@ def connect(library: TensorLibrary) -> None:
     """Make ``library`` what Tensor's composed operators and protocols call (the root does it)."""
     global methods
     methods = library
+
+
+@final
+class _OnFirstUse:
+    """Loads the library on the first call Tensor makes into it, then steps aside for good."""
+
+    def __init__(self, load: Callable[[], TensorLibrary]) -> None:
+        self._load = load
+
+    def __getattr__(self, name: str) -> Any:
+        library = self._load()
+        connect(library)
+        return getattr(library, name)
+
+
+def connect_on_first_use(load: Callable[[], TensorLibrary]) -> None:
+    """Connect the library that ``load`` returns, calling it only when Tensor first needs it."""
+    connect(cast("TensorLibrary", _OnFirstUse(load)))
