@@ -43,6 +43,28 @@ class TestSnapshot:
 
         assert snapshot.changes() == ()
 
+    def test_swapped_values_are_changes_and_a_reinsertion_of_the_same_object_is_none(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The unchanged case is decided by object identity in key order; every other case
+        (two values swapped, a name deleted and bound again to its own object, which moves it
+        to the end of the dictionary) is compared name by name."""
+        monkeypatch.setattr(functional, "sin", functional.sin)
+        monkeypatch.setattr(functional, "cos", functional.cos)
+        sin, cos = functional.sin, functional.cos
+        snapshot = _namespace.Snapshot()
+        functional.sin, functional.cos = cos, sin
+        assert sorted(c.qualified for c in snapshot.changes()) == [
+            "conveyor.engine.functional.cos",
+            "conveyor.engine.functional.sin",
+        ]
+        functional.sin, functional.cos = sin, cos
+        assert snapshot.changes() == ()
+
+        del functional.sin
+        functional.sin = sin
+        assert snapshot.changes() == ()
+
     def test_undo_leaves_an_attribute_changed_again_since(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:

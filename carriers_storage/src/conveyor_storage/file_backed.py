@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 import threading
 import weakref
@@ -113,7 +112,8 @@ def _move(path: str, wanted: str, suffix: str) -> str:
         try:
             os.link(path, candidate)  # fails if ``candidate`` exists, unlike rename
         except FileExistsError:
-            fresh = f"{hidden}conveyor-{secrets.token_hex(6)}.{kind}{suffix}"
+            # os.urandom, not secrets: importing secrets loads OpenSSL (hashlib, hmac) at discovery
+            fresh = f"{hidden}conveyor-{os.urandom(6).hex()}.{kind}{suffix}"
             candidate = os.path.join(folder, fresh)
             continue
         except FileNotFoundError:

@@ -19,6 +19,7 @@ binds it on its parent) and plain numbers and strings (module state such as the 
 from __future__ import annotations
 
 import sys
+from operator import is_
 from types import ModuleType
 from typing import Final, final
 
@@ -131,6 +132,14 @@ class Snapshot:
         found: list[Change] = []
         for target, label, before in self._values:
             after = vars(target)
+            # The common case, nothing changed, decided in C: the same key and value objects in
+            # the same order (`is` only: a plugin's key or value must never run its __eq__).
+            if (
+                len(after) == len(before)
+                and all(map(is_, before, after))
+                and all(map(is_, before.values(), after.values()))
+            ):
+                continue
             names = [n for n, old in before.items() if after.get(n, _MISSING) is not old]
             names += [n for n in after if n not in before]
             for name in sorted(names):

@@ -39,6 +39,9 @@ _TIMERS: Final = tuple(
     )
     if hasattr(signal, name)
 )
+#: The signal numbers, as plain ints: ``valid_signals()`` builds an enum member for each on every
+#: call, and two snapshots per plugin load made that a visible part of discovery.
+_SIGNALS: Final = tuple(sorted(int(number) for number in signal.valid_signals()))
 
 
 def _closed(stream: Any) -> bool:
@@ -87,7 +90,7 @@ class ProcessState:
             for stream in (getattr(sys, name, None),)
         }
         self._timers = {which: signal.getitimer(which) for which, _, _ in _TIMERS}
-        self._handlers = {number: signal.getsignal(number) for number in signal.valid_signals()}
+        self._handlers = {number: signal.getsignal(number) for number in _SIGNALS}
 
     def restore(self) -> list[str]:
         """Put back what changed since; one phrase per change (``[]`` when nothing did)."""
