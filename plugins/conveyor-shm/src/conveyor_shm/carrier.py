@@ -38,7 +38,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor.sdk import policy_capabilities, registered_operations
-from conveyor_generic import CPU, Generic, run_cpu_kernel
+from conveyor_generic import CPU, Generic, quiet_off, quiet_on, run_cpu_kernel
 
 if TYPE_CHECKING:
     # Loaded by the first allocate or attach: with its helpers (secrets, subprocess, signal)
@@ -130,6 +130,9 @@ def _create(what: str, name: str | None, nbytes: int) -> shared_memory.SharedMem
     return shm
 
 
+#: Held while a private tensor moves into its segment (rare: once per shared tensor).
+_SHARING: Final = threading.Lock()
+
 #: Anonymous tensors of at most this many bytes stay in process memory until first shared.
 PRIVATE_MAX_BYTES: Final = 64 << 10
 
@@ -143,14 +146,13 @@ class _Segment:
     ``name`` (``carrier.segment_name``, the facet) moves it into a new segment first, once.
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "_kept", "_lock", "_name", "array", "owner")
+    __slots__ = ("__weakref__", "_finalizer", "_kept", "_name", "array", "owner")
 
     def __init__(self, array: _Array, owner: bool) -> None:
         self.array = array
         self.owner = owner
         self._name: str | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
-        self._lock = threading.Lock()
         # (layout, read-only view) of the last layout a kernel or transfer read: a tuple,
         # replaced whole, and dropped whenever ``array`` is replaced.
         self._kept: tuple[cv.Layout, _Array] | None = None
@@ -187,7 +189,7 @@ class _Segment:
     def name(self) -> str:
         """The segment's name, creating the segment first for a private tensor."""
         if self._name is None:
-            with self._lock:
+            with _SHARING:
                 if self._name is None:
                     private = self.array
                     shm = _create("segment_name", None, max(private.nbytes, 1))
@@ -319,7 +321,7 @@ _UFUNCS: Final = {
     "div": np.true_divide,
 }
 #: Compute dtypes CPU's kernels widen (to float64 and complex128), so no direct ufunc call.
-_WIDENED: Final = (cv.float16, cv.bfloat16, cv.complex64)
+_WIDENED: Final = frozenset({cv.float16, cv.bfloat16, cv.complex64})
 
 
 def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
@@ -333,20 +335,17 @@ def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
     assert plan is not None  # every pattern here is of a planned name
     operands = [_operand(x) for x in invocation.operands]
     ufunc = _UFUNCS.get(plan.operation)
-    if ufunc is not None:
+    compute = plan.compute
+    if ufunc is not None and plan.outputs[0] is compute and compute not in _WIDENED:
         a, b = operands
-        compute = plan.compute
-        work = compute.numpy if compute not in _WIDENED else None
-        if (
-            plan.outputs[0] is compute
-            and type(a) is np.ndarray
-            and type(b) is np.ndarray
-            and a.dtype is work
-            and b.dtype is work
-        ):
+        work = compute.numpy
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype is work and b.dtype is work:
             out = ctx.allocate_result(0)
-            with np.errstate(all="ignore"):  # overflow and NaN are values, as on CPU
+            token = quiet_on()  # overflow and NaN are values, not warnings, as on CPU
+            try:
                 ufunc(a, b, out=ctx.array(out))
+            finally:
+                quiet_off(token)
             return cv.ProviderResult([out])
     values = run_cpu_kernel(SharedMemoryCarrier, plan, invocation.options, operands)
     outputs = []
