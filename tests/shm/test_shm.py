@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -292,3 +294,105 @@ class TestEmptyViews:
         x = cv.zeros((0, 3), dtype=cv.float32, carrier="shm")[:, ::-1]
         assert x.layout.offset == 2 and x.numpy().shape == (0, 3)
         assert (-x).numpy().shape == (0, 3)
+
+
+class TestKernels:
+    """shm runs CPU's computation: one ufunc into the result for native binary arithmetic,
+    CPU's kernel (``run_cpu_kernel``) for the rest, over views of the operands' slots."""
+
+    @pytest.fixture
+    def cpu_kernel_calls(self, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        from conveyor_shm import carrier as module
+
+        calls: list[str] = []
+        real = module.run_cpu_kernel
+
+        def counting(carrier: type, plan: cv.OperationPlan, *rest: Any) -> Any:
+            calls.append(plan.operation)
+            return real(carrier, plan, *rest)
+
+        monkeypatch.setattr(module, "run_cpu_kernel", counting)
+        return calls
+
+    @pytest.mark.parametrize("dtype", [cv.float32, cv.float64, cv.int32, cv.int64, cv.complex128])
+    @pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+    def test_native_binary_arithmetic_is_one_ufunc_with_cpus_bits(
+        self, cpu_kernel_calls: list[str], name: str, dtype: cv.DType
+    ) -> None:
+        left, right = [[1.5, -2.0, 3.0], [0.25, 7.0, -1.0]], [[3.0, 0.5, -4.0]]
+        op = getattr(cv, name)
+        got = op(shm(left, dtype), shm(right, dtype))
+        want = op(cv.tensor(left, dtype, carrier=CPU), cv.tensor(right, dtype, carrier=CPU))
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+        # Integer division computes in a float dtype: its int operands go through CPU's kernel.
+        assert cpu_kernel_calls == ([name] if name == "div" and dtype.is_integer else [])
+
+    @pytest.mark.parametrize(
+        ("label", "compute"),
+        [
+            ("float16 add", lambda a, b: a.astype(cv.float16) + b.astype(cv.float16)),
+            ("complex64 mul", lambda a, b: a.astype(cv.complex64) * b.astype(cv.complex64)),
+            ("mixed dtypes", lambda a, b: a.astype(cv.int32) + b),
+            ("weak scalar", lambda a, b: a * 3.0),
+            ("exp", lambda a, b: a.exp()),
+            ("matmul", lambda a, b: a @ b.T),
+        ],
+        ids=lambda v: v if isinstance(v, str) else "",
+    )
+    def test_other_plans_run_cpus_kernel_with_cpus_bits(
+        self, cpu_kernel_calls: list[str], label: str, compute: Any
+    ) -> None:
+        data = [[1.5, -2.0, 3.0], [0.25, 7.0, -1.0]]
+        got = compute(shm(data), shm(data))
+        want = compute(cv.tensor(data, cv.float32, carrier=CPU), cv.tensor(data, carrier=CPU))
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+        assert len(cpu_kernel_calls) == 1
+
+    def test_overflow_and_nan_are_values_not_warnings(self) -> None:
+        big = shm([3e38, 0.0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            total = (big + big).numpy()
+            ratio = cv.div(big, shm([0.0, 0.0])).numpy()
+        assert np.isinf(total[0]) and total[1] == 0.0
+        assert np.isinf(ratio[0]) and np.isnan(ratio[1])
+
+    def test_operand_views_are_kept_until_the_tensor_is_shared(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A kernel reading the same operand again builds no view; once the tensor moves into
+        its segment the kept view (over the private array) is dropped, so later writes, here
+        and from another process, are what the kernels read."""
+        from conveyor_shm import carrier as module
+
+        built: list[cv.Layout] = []
+        real = module._strided
+
+        def counting(flat: Any, layout: cv.Layout) -> Any:
+            built.append(layout)
+            return real(flat, layout)
+
+        a = shm([1.0, 2.0, 3.0])
+        monkeypatch.setattr(module, "_strided", counting)
+        doubled, squared = a + a, a * a
+        assert built == [a.layout]  # one view of a, read four times
+        assert doubled.numpy().tolist() == [2.0, 4.0, 6.0]
+        assert squared.numpy().tolist() == [1.0, 4.0, 9.0]
+        name = a.carrier.segment_name  # type: ignore[attr-defined]  # SharedMemoryCarrier
+        a.carrier.write(0, 10.0)
+        assert (a + a).numpy().tolist() == [20.0, 4.0, 6.0]
+        done = _run(
+            f"""
+            import conveyor as cv
+            from conveyor_shm import SharedMemoryCarrier
+            c = SharedMemoryCarrier.attach({name!r}, 3, cv.float32)
+            c.write(2, -1.0)
+            c.release()
+            """
+        )
+        assert done.returncode == 0, done.stderr
+        assert (a + a).numpy().tolist() == [20.0, 4.0, -2.0]
+        a.carrier.release()
+        assert not _exists(name)

@@ -4,7 +4,9 @@ Besides the two carriers, the package offers its kernels to sibling carriers tha
 through them: Generic's reference kernels (``KERNELS`` and ``run_kernel``, for the
 shared-memory carrier's kernels and Metal's host-side index checks), CPU's kernels
 (``run_cpu_kernel``, for the Dask carrier's tasks, which need CPU's speed per block), the
-operand conversions and axis rules they use, and the geometry of ``conv_general``. Everything
+quiet error state CPU's kernels run in (``quiet_on`` / ``quiet_off``, for the shared-memory
+carrier's direct NumPy calls: overflow and NaN are values, not warnings), the operand
+conversions and axis rules they use, and the geometry of ``conv_general``. Everything
 loads on first use (PEP 562), so importing the plugin entry point ``conveyor_generic.plugin``
 loads neither NumPy nor a carrier.
 """
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from conveyor_generic.kernels import KERNELS, KernelIndexError, KernelValueError, run_kernel
     from conveyor_generic.kernels._common import convert, lane_axes, reduced_axes
     from conveyor_generic.kernels.contraction import conv_layouts, conv_output_shape
+    from conveyor_generic.kernels.cpu_runtime import quiet_off, quiet_on
     from conveyor_generic.kernels.elementwise import BINARY_KERNELS
     from conveyor_generic.kernels.indexing import check_index
     from conveyor_generic.kernels.unary import UNARY_KERNELS
@@ -36,6 +39,8 @@ __all__ = [
     "conv_output_shape",
     "convert",
     "lane_axes",
+    "quiet_off",
+    "quiet_on",
     "reduced_axes",
     "run_cpu_kernel",
     "run_kernel",
@@ -55,6 +60,8 @@ _HOMES: Final = {
     "reduced_axes": "conveyor_generic.kernels._common",
     "conv_layouts": "conveyor_generic.kernels.contraction",
     "conv_output_shape": "conveyor_generic.kernels.contraction",
+    "quiet_on": "conveyor_generic.kernels.cpu_runtime",
+    "quiet_off": "conveyor_generic.kernels.cpu_runtime",
     "BINARY_KERNELS": "conveyor_generic.kernels.elementwise",
     "check_index": "conveyor_generic.kernels.indexing",
     "UNARY_KERNELS": "conveyor_generic.kernels.unary",

@@ -3,12 +3,23 @@
 The carrier is an open sibling of ``conveyor.Carrier`` and writes no ``Operation``: it registers a
 ``CarrierDefinition`` with a storage provider (one segment per carrier, its space reserved up
 front; a small anonymous tensor gets its segment when first shared), a kernel provider (one
-pattern per planned name, listing every plan: the reference kernels of ``conveyor_generic``
-(``run_kernel``) run over read-only views of the segments, so inputs are never copied),
-transfer routes to and from CPU and Generic, and a facet that tells other processes where the
-data lives. The view names, indexing and assignment need no kernel: the framework runs them
-over the storage provider's spans. Conveyor binds, plans, gates, validates results and
-differentiates; this module only stores and computes.
+pattern per planned name, listing every plan: CPU's kernels (``conveyor_generic``'s
+``run_cpu_kernel``) run over read-only views of the operands' slots, so inputs are never
+copied and results are CPU's; native binary arithmetic is one NumPy ufunc straight into the
+result), transfer routes to and from CPU and Generic, and a facet that tells other processes
+where the data lives. The view names, indexing and assignment need no kernel: the framework
+runs them over the storage provider's spans. Conveyor binds, plans, gates, validates results
+and differentiates; this module only stores and computes.
+
+Small tensors are not pooled in segments. A segment whose name was ever given out can never
+be recycled (a process that attached would see the next tensor's values), so a pool could hold
+only segments never shared, and that means giving every small tensor a segment of its own from
+the start: an open descriptor and a mapping per live tensor, where the common limit of 1024
+descriptors would stop a program holding a thousand small tensors. A small anonymous tensor
+lives in process memory instead and moves into a segment once, when its name is first asked
+for. Because that move replaces its array, the
+framework cannot keep kernel views per carrier (``stable_arrays = False``); each handle keeps
+the view of the last layout read and drops it when the array moves.
 
 A segment is unlinked when its carrier is released, when the carrier is garbage collected, and
 at interpreter exit, by the process that created it. Another process attaches with
@@ -27,7 +38,7 @@ import numpy as np
 
 import conveyor as cv
 from conveyor.sdk import policy_capabilities, registered_operations
-from conveyor_generic import CPU, Generic, run_kernel
+from conveyor_generic import CPU, Generic, quiet_off, quiet_on, run_cpu_kernel
 
 if TYPE_CHECKING:
     # Loaded by the first allocate or attach: with its helpers (secrets, subprocess, signal)
@@ -119,6 +130,9 @@ def _create(what: str, name: str | None, nbytes: int) -> shared_memory.SharedMem
     return shm
 
 
+#: Held while a private tensor moves into its segment (rare: once per shared tensor).
+_SHARING: Final = threading.Lock()
+
 #: Anonymous tensors of at most this many bytes stay in process memory until first shared.
 PRIVATE_MAX_BYTES: Final = 64 << 10
 
@@ -132,14 +146,30 @@ class _Segment:
     ``name`` (``carrier.segment_name``, the facet) moves it into a new segment first, once.
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "_lock", "_name", "array", "owner")
+    __slots__ = ("__weakref__", "_finalizer", "_kept", "_name", "array", "owner")
 
     def __init__(self, array: _Array, owner: bool) -> None:
         self.array = array
         self.owner = owner
         self._name: str | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
-        self._lock = threading.Lock()
+        # (layout, read-only view) of the last layout a kernel or transfer read: a tuple,
+        # replaced whole, and dropped whenever ``array`` is replaced.
+        self._kept: tuple[cv.Layout, _Array] | None = None
+
+    def view(self, layout: cv.Layout) -> _Array:
+        """A read-only NumPy view of ``layout`` over the slots (no copy), kept for the next read.
+
+        The framework keeps kernel views per carrier only for stable arrays; this handle's
+        array moves when it is first shared, so the handle keeps its own and drops it then.
+        """
+        kept = self._kept
+        if kept is not None and kept[0] is layout:
+            return kept[1]
+        view = _strided(self.array, layout)
+        view.flags.writeable = False  # a kernel can never write into its input
+        self._kept = (layout, view)
+        return view
 
     @classmethod
     def mapped(
@@ -159,18 +189,20 @@ class _Segment:
     def name(self) -> str:
         """The segment's name, creating the segment first for a private tensor."""
         if self._name is None:
-            with self._lock:
+            with _SHARING:
                 if self._name is None:
                     private = self.array
                     shm = _create("segment_name", None, max(private.nbytes, 1))
                     shared: _Array = np.ndarray(private.shape, private.dtype, buffer=shm.buf)
                     shared[...] = private
                     self.array = shared
+                    self._kept = None  # its view reads the private array
                     self._adopt(shm)
         assert self._name is not None  # set above
         return self._name
 
     def close(self) -> None:
+        self._kept = None
         self.array = np.empty(0, self.array.dtype)  # drop the export before closing
         if self._finalizer is not None:
             self._finalizer()
@@ -201,14 +233,17 @@ class _SharedMemoryStorage(cv.StorageProvider):
         return not dtype.is_abstract
 
     def physical_size(self, size: int, dtype: cv.DType) -> int:
-        return max(size * np.dtype(dtype.numpy).itemsize, 1)  # a segment is never empty
+        return max(size * dtype.itemsize, 1)  # a segment is never empty
 
     def allocate(self, size: int, dtype: cv.DType, **options: Any) -> _Segment:
-        name = options.pop("name", None)
+        name = options.pop("name", None) if options else None  # kernel results pass no options
         if options:
             msg = f"allocate on SharedMemoryCarrier: unexpected argument(s) {sorted(options)}"
             raise TypeError(msg)
-        if name is not None and not isinstance(name, str):
+        if name is None:
+            if size * dtype.itemsize <= PRIVATE_MAX_BYTES:
+                return _Segment(np.zeros(size, dtype.numpy), owner=True)  # shared when first named
+        elif not isinstance(name, str):
             msg = (
                 f"allocate on SharedMemoryCarrier: name must be a str or None, got {name!r} "
                 f"({type(name).__name__})"
@@ -216,18 +251,14 @@ class _SharedMemoryStorage(cv.StorageProvider):
             raise TypeError(msg)
         # POSIX names one segment by one path component: shm_open refuses anything else with a
         # bare EINVAL (or ENAMETOOLONG) naming only the "/"-prefixed string it built.
-        if name is not None and (
-            not name or "/" in name or "\0" in name or len(name.encode()) > _NAME_MAX
-        ):
+        elif not name or "/" in name or "\0" in name or len(name.encode()) > _NAME_MAX:
             msg = (
                 f"allocate on SharedMemoryCarrier: segment name {name!r} is not valid; pass 1 to "
                 f"{_NAME_MAX} bytes without '/' or NUL, or name=None for a fresh random name"
             )
             raise ValueError(msg)
-        nbytes = self.physical_size(size, dtype)
-        if name is None and nbytes <= PRIVATE_MAX_BYTES:
-            return _Segment(np.zeros(size, dtype.numpy), owner=True)  # shared when first named
         # A new segment reads as zeros: no page is touched to zero-fill it.
+        nbytes = self.physical_size(size, dtype)
         return _Segment.mapped(_create("allocate", name, nbytes), size, dtype, owner=True)
 
     def attach(self, name: str, size: int, dtype: cv.DType) -> _Segment:
@@ -239,7 +270,7 @@ class _SharedMemoryStorage(cv.StorageProvider):
         # created the segment, the registration is the creator's own and must stay (``_CREATED``).
         if shm.name not in _CREATED:
             resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]  # CPython's private name
-        if shm.size < size * np.dtype(dtype.numpy).itemsize:
+        if shm.size < size * dtype.itemsize:
             shm.close()
             msg = f"attach on SharedMemoryCarrier: segment {name!r} is smaller than {size} slots"
             raise ValueError(msg)
@@ -272,28 +303,55 @@ _STORAGE: Final = _SharedMemoryStorage()
 
 
 def _operand(x: Any) -> Any:
-    """A tensor operand as a read-only NumPy view of its segment (no copy); scalars as given."""
+    """A tensor operand as a read-only NumPy view of its slots (no copy); scalars as given."""
     if type(x) is not cv.Tensor:
         return x
-    view = _strided(cv.storage_handle(x.carrier).array, x.layout)
-    view.flags.writeable = False  # a kernel can never write into its input
-    return view
+    segment: _Segment = cv.storage_handle(x.carrier)
+    return segment.view(x.layout)
+
+
+#: Binary arithmetic that one NumPy ufunc computes straight into the result when both operands
+#: already hold the plan's compute dtype and the result is of that dtype too: the very call
+#: CPU's kernels make then, so the values are CPU's bit for bit.
+_UFUNCS: Final = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "elementwise_mul": np.multiply,
+    "div": np.true_divide,
+}
+#: Compute dtypes CPU's kernels widen (to float64 and complex128), so no direct ufunc call.
+_WIDENED: Final = frozenset({cv.float16, cv.bfloat16, cv.complex64})
 
 
 def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
-    """The one kernel pattern: the reference kernel of the plan, over segment views.
+    """The one kernel pattern: CPU's kernel of the plan, over views of the operands' slots.
 
-    Results are written straight into freshly allocated segments of this class.
+    Results are copied into freshly allocated tensors of this class; the binary arithmetic of
+    ``_UFUNCS`` writes into the result directly.
     """
     invocation = ctx.invocation
     plan = invocation.plan
     assert plan is not None  # every pattern here is of a planned name
-    options = invocation.options or cv.OperationExecutionOptions(invocation.operation)
-    values = run_kernel(SharedMemoryCarrier, plan, options, list(ctx.arrays()))
+    operands = [_operand(x) for x in invocation.operands]
+    ufunc = _UFUNCS.get(plan.operation)
+    compute = plan.compute
+    if ufunc is not None and plan.outputs[0] is compute and compute not in _WIDENED:
+        a, b = operands
+        work = compute.numpy
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype is work and b.dtype is work:
+            out = ctx.allocate_result(0)
+            token = quiet_on()  # overflow and NaN are values, not warnings, as on CPU
+            try:
+                ufunc(a, b, out=ctx.array(out))
+            finally:
+                quiet_off(token)
+            return cv.ProviderResult([out])
+    values = run_cpu_kernel(SharedMemoryCarrier, plan, invocation.options, operands)
     outputs = []
-    for i, array in enumerate(values if isinstance(values, tuple) else (values,)):
+    for i, array in enumerate(values if type(values) is tuple else (values,)):
         out = ctx.allocate_result(i)
-        if out.size:
+        if array.size:
             ctx.array(out)[...] = array
         outputs.append(out)
     return cv.ProviderResult(outputs)
