@@ -249,6 +249,12 @@ class OperationDefinition:
 
 
 _OPERATIONS: dict[str, OperationDefinition] = {}
+#: The definitions whose ``resolve`` depends on nothing but the plan, the options and each
+#: operand's shape (a non-tensor operand's type), and only checks them: the built-in planned
+#: ones whose shape rule reads no operand values (``conveyor.engine.builtin_operations`` adds
+#: them). The bound path of definition-backed carriers keeps their result specs per call shape
+#: instead of resolving again; every other definition is resolved on every call.
+_SHAPE_RESOLVED: set[OperationDefinition] = set()
 _OPERATIONS_LOCK = threading.Lock()
 # compiled (and cached) by re on first use, not at every import
 _CUSTOM_NAME: Final = r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+"
