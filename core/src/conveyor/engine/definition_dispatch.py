@@ -143,22 +143,26 @@ class DefinitionOperation(Operation):
             invocation = self._resolve(cls, inputs, options)
             saved = invocation.saved
             pattern = self._bound_pattern or self._pattern(invocation)
-            if specs is not None and pattern is not None:
-                if len(specs) >= _SPECS_MAX:
-                    specs.clear()
-                specs[key] = (invocation.results, saved, pattern)
+            if pattern is not None:
+                self._bound_pattern = pattern  # for _fresh_state
+                if specs is not None:
+                    if len(specs) >= _SPECS_MAX:
+                        specs.clear()
+                    specs[key] = (invocation.results, saved, pattern)
         self.invocation = invocation
         if getattr(self, "_pending_save", False):
-            self._saved_versions = tuple(
-                (inputs[i], inputs[i].version) for i in saved if type(inputs[i]) is Tensor
-            )
+            versions: tuple[tuple[Tensor, int], ...] = ()
+            for i in saved:  # a loop, not a comprehension: this runs on every tracked call
+                x = inputs[i]
+                if x.__class__ is Tensor:
+                    versions += ((x, x._carrier._version),)  # the write counter, read directly
+            self._saved_versions = versions
         if pattern is None:
             if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
                 return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
             if invocation.operation in self._table.fallback_names:
                 return _publish(invocation, cls, _fallback(self._table, invocation), (cls,))
             return self._run_composite(carrier, invocation)
-        self._bound_pattern = pattern
         self._ran_kernel = True
         table = self._table
         context = KernelExecutionInterface(
@@ -267,43 +271,60 @@ def _publish(
     result_carriers: tuple[type, ...],
 ) -> Tensor | tuple[Tensor, ...]:
     """The provider's outputs after checking them against the invocation, else the error."""
-
-    def broken(reason: str) -> ProviderContractError:
-        return ProviderContractError(invocation.operation, cls, reason)
-
+    name = invocation.operation  # the refusals are built only when one is raised
     if not isinstance(result, ProviderResult):
-        raise broken(f"it returned {type(result).__name__}, not a ProviderResult")
+        raise ProviderContractError(
+            name, cls, f"it returned {type(result).__name__}, not a ProviderResult"
+        )
     if result.completion is not None and not result.completion.done():
         result.completion.wait()
     outputs, specs = result.outputs, invocation.results
     if len(outputs) != len(specs):
-        raise broken(f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}")
+        raise ProviderContractError(
+            name, cls, f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}"
+        )
     operands = invocation.operands
     for i, out in enumerate(outputs):  # loops, not sets of ids: this runs on every call
         spec = specs[i]
         if type(out) is not Tensor:
-            raise broken(f"result {i} is {type(out).__name__}, not a Tensor")
+            raise ProviderContractError(
+                name, cls, f"result {i} is {type(out).__name__}, not a Tensor"
+            )
         layout = out._layout
         if out._dtype is not spec.dtype:
-            raise broken(f"result {i} has dtype {out._dtype.name}, expected {spec.dtype.name}")
+            raise ProviderContractError(
+                name, cls, f"result {i} has dtype {out._dtype.name}, expected {spec.dtype.name}"
+            )
         if layout.shape != spec.shape:
-            raise broken(f"result {i} has shape {layout.shape}, expected {spec.shape}")
+            raise ProviderContractError(
+                name, cls, f"result {i} has shape {layout.shape}, expected {spec.shape}"
+            )
         if layout is not spec.layout and layout != spec.layout:
-            raise broken(f"result {i} has layout {layout!r}, expected {spec.layout!r}")
+            raise ProviderContractError(
+                name, cls, f"result {i} has layout {layout!r}, expected {spec.layout!r}"
+            )
         carrier = out._carrier
         if spec.alias is not None:
             if carrier is not operands[spec.alias]._carrier:
-                raise broken(f"result {i} must alias operand {spec.alias}, it does not")
+                raise ProviderContractError(
+                    name, cls, f"result {i} must alias operand {spec.alias}, it does not"
+                )
             continue
         if type(carrier) not in result_carriers:
             expected = " or ".join(c.__name__ for c in result_carriers)
-            raise broken(f"result {i} lives on {type(carrier).__name__}, expected {expected}")
+            raise ProviderContractError(
+                name, cls, f"result {i} lives on {type(carrier).__name__}, expected {expected}"
+            )
         for x in operands:
             if x.__class__ is Tensor and x._carrier is carrier:
-                raise broken(f"result {i} aliases an operand or another result; it must be fresh")
+                raise ProviderContractError(
+                    name, cls, f"result {i} aliases an operand or another result; it must be fresh"
+                )
         for j in range(i):
             if outputs[j]._carrier is carrier:
-                raise broken(f"result {i} aliases an operand or another result; it must be fresh")
+                raise ProviderContractError(
+                    name, cls, f"result {i} aliases an operand or another result; it must be fresh"
+                )
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 

@@ -401,7 +401,8 @@ class KernelExecutionInterface:
         if flat is None:
             raise _no_array(self, carrier)
         layout = result._layout  # a fresh result: contiguous from its first slot (its spec)
-        return flat[: layout.size].reshape(layout.shape)
+        size = layout.size
+        return (flat if flat.size == size else flat[:size]).reshape(layout.shape)
 
     def allocate_result(self, index: int, *, initialized: bool = True) -> Tensor:
         """A fresh result tensor for result spec ``index`` on the dispatch class, zero-filled.
@@ -459,7 +460,12 @@ def _read_view(context: KernelExecutionInterface, x: Tensor) -> Any:
 
     storage, accessor, flat = context._storage, context._handle, None
     if storage is not None and accessor is not None:
-        flat = storage.flat_array(accessor(carrier), x._dtype)  # the checked accessor
+        # An operand of the dispatch class that is alive and has a handle passes the accessor's
+        # checks by construction; any other goes through it (and is refused there).
+        handle = None
+        if type(carrier) is type(context.carrier) and not carrier._released:
+            handle = carrier.__dict__.get("_cv_storage_handle")
+        flat = storage.flat_array(accessor(carrier) if handle is None else handle, x._dtype)
     if flat is None:
         raise _no_array(context, carrier)
     if layout.size == 0:
@@ -469,12 +475,11 @@ def _read_view(context: KernelExecutionInterface, x: Tensor) -> Any:
         view.flags.writeable = False
         return view
     item = flat.itemsize
+    strides: tuple[int, ...] = ()
+    for step in layout.strides:  # a loop, not a generator: each item would be a Python call
+        strides += (step * item,)
     view = np.ndarray(
-        layout.shape,
-        flat.dtype,
-        buffer=flat,
-        offset=layout.offset * item,
-        strides=tuple(s * item for s in layout.strides),
+        layout.shape, flat.dtype, buffer=flat, offset=layout.offset * item, strides=strides
     )
     view.flags.writeable = False
     if storage is not None and storage.stable_arrays:
