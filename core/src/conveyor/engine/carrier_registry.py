@@ -232,6 +232,7 @@ class _Sealed:
         "_plain_init",
         "_stores",
         "_uninitialized",
+        "_zeroed",
         "capabilities",
         "composite_names",
         "fallback",
@@ -251,16 +252,17 @@ class _Sealed:
         # Carrier's, whose two attributes are also class defaults), as CPU's results are.
         self._plain_init = _owner(cls, "__init__") is Carrier and _owner(cls, "__new__") is object
         self._stores: set[DType] = set()  # dtypes the storage provider accepted
-        # How results a kernel writes whole are allocated: the provider's optional hook, else
-        # its zero-filled allocate (what the hook's default would call).
+        # How results are allocated once a dtype is known stored: zero-filled, and for results
+        # a kernel writes whole the provider's optional hook, else its zero-filled allocate
+        # (what the hook's default would call).
+        self._zeroed: Callable[[int, DType], Any] | None = None
         self._uninitialized: Callable[[int, DType], Any] | None = None
         if self.storage is not None:
-            self._uninitialized = (
-                self.storage.allocate_uninitialized
-                if type(self.storage).allocate_uninitialized
-                is not StorageProvider.allocate_uninitialized
-                else self.storage.allocate
-            )
+            self._zeroed = self._uninitialized = self.storage.allocate
+            if type(self.storage).allocate_uninitialized is not (
+                StorageProvider.allocate_uninitialized
+            ):
+                self._uninitialized = self.storage.allocate_uninitialized
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
@@ -372,14 +374,14 @@ class _Sealed:
         the first of a dtype (the public ``allocate``, which asks the storage provider whether it
         stores it), straight from the storage provider, and without the zero fill when not
         ``initialized`` (``allocate_uninitialized``). ``layout`` comes from a result spec."""
-        size = max(layout.size, 0)
-        if dtype not in self._stores or not self._plain_allocate or _WITHDRAWN:
+        size = layout.size
+        if _WITHDRAWN or dtype not in self._stores or not self._plain_allocate:
             carrier = cls.allocate(size, dtype)
             self._stores.add(dtype)
             return Tensor._wrap(carrier, layout, dtype)
-        storage, uninitialized = self.storage, self._uninitialized
-        assert storage is not None and uninitialized is not None  # it allocated before
-        handle = storage.allocate(size, dtype) if initialized else uninitialized(size, dtype)
+        allocate = self._zeroed if initialized else self._uninitialized
+        assert allocate is not None  # a class with storage: it allocated before
+        handle = allocate(size, dtype)
         if self._plain_init:
             slots = {
                 "_cv_storage_handle": handle,

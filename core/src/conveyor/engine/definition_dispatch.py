@@ -24,6 +24,7 @@ from conveyor.engine.carrier_registry import (
 )
 from conveyor.engine.operation import Operation
 from conveyor.engine.operation_definitions import (
+    _INVOCATION_SETTERS,
     _SHAPE_RESOLVED,
     BoundCall,
     OperationDefinition,
@@ -56,7 +57,9 @@ __all__ = ["DefinitionOperation", "bound_definition_class", "dispatch_definition
 _Specs = tuple[tuple[ResultSpec, ...], tuple[int, ...], KernelPattern]
 _SPECS_MAX = 1024  # call shapes kept per bound record
 _new = object.__new__
-_set = object.__setattr__
+_set_operation, _set_operands, _set_options, _set_plan, _set_results, _set_saved = (
+    _INVOCATION_SETTERS
+)
 
 
 class DefinitionOperation(Operation):
@@ -133,12 +136,12 @@ class DefinitionOperation(Operation):
             # and saved operands, and the kernel pattern the sealed table gave them.
             results, saved, pattern = bound
             invocation = _new(ResolvedInvocation)
-            _set(invocation, "operation", self.definition.name)
-            _set(invocation, "operands", inputs)
-            _set(invocation, "options", options)
-            _set(invocation, "plan", self.plan)
-            _set(invocation, "results", results)
-            _set(invocation, "saved", saved)
+            _set_operation(invocation, self.definition.name)
+            _set_operands(invocation, inputs)
+            _set_options(invocation, options)
+            _set_plan(invocation, self.plan)
+            _set_results(invocation, results)
+            _set_saved(invocation, saved)
         else:
             invocation = self._resolve(cls, inputs, options)
             saved = invocation.saved

@@ -420,7 +420,7 @@ class KernelExecutionInterface:
             raise ValueError(msg)
         cls, fresh = type(self.carrier), self._fresh
         if fresh is None:
-            carrier = cls.allocate(max(spec.layout.size, 0), spec.dtype)
+            carrier = cls.allocate(spec.layout.size, spec.dtype)
             result = Tensor._wrap(carrier, spec.layout, spec.dtype)
         else:
             result = fresh(cls, spec.layout, spec.dtype, initialized)
