@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python benchmarks/vendor.py``. ``NumPyVendor`` is written the way
 ``docs/plugin-authors.md`` recommends: a ``StorageProvider`` over one flat NumPy array per
-carrier, and one kernel pattern per name whose kernel is ``ufunc(*ctx.arrays(),
+carrier (results the kernel writes whole come from ``allocate_uninitialized``, ``np.empty``),
+and one kernel pattern per name whose kernel is ``ufunc(*ctx.arrays(),
 out=ctx.array(out))``. CPU runs the same ufuncs, so every difference is the cost of the
 definition-backed path (bind, resolve, gate, result checks) against CPU's definition-free one.
 The shared-memory carrier (``conveyor-shm``) is measured the same way.
@@ -49,6 +50,9 @@ class _Storage(cv.StorageProvider):
     def allocate(self, size: int, dtype: cv.DType, **options: Any) -> Any:
         return np.zeros(size, dtype.numpy)
 
+    def allocate_uninitialized(self, size: int, dtype: cv.DType) -> Any:
+        return np.empty(size, dtype.numpy)  # results the kernel writes whole (out=)
+
     def release(self, handle: Any) -> None:
         """The array goes with its last reference."""
 
@@ -77,7 +81,7 @@ def _strided(flat: Any, layout: cv.Layout) -> Any:
 
 
 def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
-    out = ctx.allocate_result(0)
+    out = ctx.allocate_result(0, initialized=False)  # the ufunc writes every element
     _UFUNCS[ctx.invocation.operation](*ctx.arrays(), out=ctx.array(out))
     return cv.ProviderResult([out])
 

@@ -18,6 +18,7 @@ from typing import Any, Final
 from conveyor.engine.carrier_registry import carrier_definition
 from conveyor.engine.gradients import differentiable_operations, vjp
 from conveyor.engine.operation_definitions import (
+    _SHAPE_RESOLVED,
     NON_DIFFERENTIABLE,
     BoundCall,
     OperationDefinition,
@@ -402,6 +403,9 @@ _SHAPE_RULES: Final[dict[str, _ShapeRule]] = {
 }
 """Names whose results are not the broadcast of their operands; every other planned name is."""
 
+_READS_VALUES: Final = frozenset({"gather", "scatter", "scatter_add"})
+"""Names whose shape rule reads operand values (the index range), so every call resolves anew."""
+
 
 _MEMO_MAX = 1024
 
@@ -409,9 +413,11 @@ _MEMO_MAX = 1024
 def _planned_resolve(name: str) -> Callable[[BoundCall], ResolvedInvocation]:
     rule = _SHAPE_RULES.get(name, _broadcast)
     differentiable = operation_spec(name).differentiable
+    reads_values = name in _READS_VALUES
 
     # (plan, options, shape or type per operand) -> (plan, results, saved): the specs are
-    # frozen values of exactly these, so a loop of same-shaped calls resolves each once. Plans
+    # frozen values of exactly these, so a loop of same-shaped calls resolves each once (not
+    # for a rule that reads operand values: an index in range once may not be next time). Plans
     # are keyed by identity (their hash is a Python call); the plan kept in the value makes
     # a reused id miss.
     memo: dict[tuple[Any, ...], tuple[Any, tuple[ResultSpec, ...], tuple[int, ...]]] = {}
@@ -422,7 +428,7 @@ def _planned_resolve(name: str) -> Callable[[BoundCall], ResolvedInvocation]:
         key: tuple[Any, ...] = (id(plan), call.options)
         for x in call.operands:  # a loop, not a comprehension: this runs on every call
             key += (x._layout.shape if x.__class__ is Tensor else x.__class__,)
-        found = memo.get(key)
+        found = None if reads_values else memo.get(key)
         if found is None or found[0] is not plan:
             shapes = rule(call)
             results = tuple(
@@ -435,9 +441,11 @@ def _planned_resolve(name: str) -> Callable[[BoundCall], ResolvedInvocation]:
                 if differentiable
                 else ()
             )
-            if len(memo) >= _MEMO_MAX:
-                memo.clear()
-            found = memo[key] = (plan, results, saved)
+            found = (plan, results, saved)
+            if not reads_values:
+                if len(memo) >= _MEMO_MAX:
+                    memo.clear()
+                memo[key] = found
         return ResolvedInvocation._of(call, found[1], found[2])
 
     resolve.__name__ = resolve.__qualname__ = f"resolve_{name}"
@@ -496,4 +504,6 @@ CENTRAL_DEFINITIONS: Final = _generate()
 
 for _definition in CENTRAL_DEFINITIONS:
     _register_operation(_definition)
+    if _definition.name not in VIEW_OPERATIONS and _definition.name not in _READS_VALUES:
+        _SHAPE_RESOLVED.add(_definition)
 del _definition

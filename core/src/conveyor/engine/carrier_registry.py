@@ -29,6 +29,7 @@ from conveyor.engine.providers import (
     _facets,
     _routes,
 )
+from conveyor.engine.tensor import Tensor, publish
 from conveyor.types.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -210,6 +211,11 @@ def _of(records: tuple[OperationCapability, ...] | CapabilitySet, name: str) -> 
     return (c for c in records if c.operation == name)
 
 
+def _owner(cls: type, attribute: str) -> type:
+    """The class of ``cls``'s MRO that defines ``attribute``."""
+    return next(c for c in cls.__mro__ if attribute in c.__dict__)
+
+
 @final
 class _Sealed:
     """A definition-backed class's execution table, frozen at its first observation.
@@ -223,7 +229,10 @@ class _Sealed:
         "_composite",
         "_eager",
         "_plain_allocate",
+        "_plain_init",
         "_stores",
+        "_uninitialized",
+        "_zeroed",
         "capabilities",
         "composite_names",
         "fallback",
@@ -238,10 +247,22 @@ class _Sealed:
         storage = definition.storage
         self.storage = storage if isinstance(storage, StorageProvider) else None
         # Whether results may skip the public allocate (the class does not override it).
-        self._plain_allocate = vars(Carrier)["allocate"] is next(
-            c.__dict__["allocate"] for c in cls.__mro__ if "allocate" in c.__dict__
-        )
+        self._plain_allocate = _owner(cls, "allocate") is Carrier
+        # Whether a result carrier may be built without running a constructor (the class keeps
+        # Carrier's, whose two attributes are also class defaults), as CPU's results are.
+        self._plain_init = _owner(cls, "__init__") is Carrier and _owner(cls, "__new__") is object
         self._stores: set[DType] = set()  # dtypes the storage provider accepted
+        # How results are allocated once a dtype is known stored: zero-filled, and for results
+        # a kernel writes whole the provider's optional hook, else its zero-filled allocate
+        # (what the hook's default would call).
+        self._zeroed: Callable[[int, DType], Any] | None = None
+        self._uninitialized: Callable[[int, DType], Any] | None = None
+        if self.storage is not None:
+            self._zeroed = self._uninitialized = self.storage.allocate
+            if type(self.storage).allocate_uninitialized is not (
+                StorageProvider.allocate_uninitialized
+            ):
+                self._uninitialized = self.storage.allocate_uninitialized
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
@@ -348,18 +369,27 @@ class _Sealed:
         dtypes = {*cap.outputs, *(o.dtype for o in cap.operands if o.dtype and not o.weak)}
         return all(storage.supports_dtype(dtype) for dtype in dtypes)
 
-    def fresh(self, cls: type[Carrier], size: int, dtype: DType) -> Carrier:
-        """A fresh result carrier of ``cls``: after the first of a dtype (the public
-        ``allocate``, which asks the storage provider whether it stores it), straight from the
-        storage provider. ``size`` comes from a result spec, so it is a valid count."""
-        if dtype not in self._stores or not self._plain_allocate or _WITHDRAWN:
+    def fresh(self, cls: type[Carrier], layout: Layout, dtype: DType, initialized: bool) -> Tensor:
+        """A result tensor over a fresh carrier of ``cls`` with the contiguous ``layout``: after
+        the first of a dtype (the public ``allocate``, which asks the storage provider whether it
+        stores it), straight from the storage provider, and without the zero fill when not
+        ``initialized`` (``allocate_uninitialized``). ``layout`` comes from a result spec."""
+        size = layout.size
+        if _WITHDRAWN or dtype not in self._stores or not self._plain_allocate:
             carrier = cls.allocate(size, dtype)
             self._stores.add(dtype)
-            return carrier
-        storage = self.storage
-        assert storage is not None  # a kernel of a class with storage allocated before
-        result: Carrier = _adopted(cls, storage.allocate(size, dtype), size, dtype)
-        return result
+            return Tensor._wrap(carrier, layout, dtype)
+        allocate = self._zeroed if initialized else self._uninitialized
+        assert allocate is not None  # a class with storage: it allocated before
+        handle = allocate(size, dtype)
+        if self._plain_init:
+            slots = {
+                "_cv_storage_handle": handle,
+                "_cv_storage_size": size,
+                "_cv_storage_dtype": dtype,
+            }
+            return publish(cls, slots, layout, dtype)
+        return Tensor._wrap(_adopted(cls, handle, size, dtype), layout, dtype)
 
     def covers(self, name: str) -> bool:
         return (

@@ -24,9 +24,12 @@ from conveyor.engine.carrier_registry import (
 )
 from conveyor.engine.operation import Operation
 from conveyor.engine.operation_definitions import (
+    _INVOCATION_SETTERS,
+    _SHAPE_RESOLVED,
     BoundCall,
     OperationDefinition,
     ResolvedInvocation,
+    ResultSpec,
     _NonDifferentiable,
     operation_definition,
 )
@@ -51,6 +54,13 @@ from conveyor.engine.carrier import storage_only_refusal
 
 __all__ = ["DefinitionOperation", "bound_definition_class", "dispatch_definition"]
 
+_Specs = tuple[tuple[ResultSpec, ...], tuple[int, ...], KernelPattern]
+_SPECS_MAX = 1024  # call shapes kept per bound record
+_new = object.__new__
+_set_operation, _set_operands, _set_options, _set_plan, _set_results, _set_saved = (
+    _INVOCATION_SETTERS
+)
+
 
 class DefinitionOperation(Operation):
     """The fresh operation a definition-backed carrier dispatches (never subclassed by vendors).
@@ -68,6 +78,11 @@ class DefinitionOperation(Operation):
     # Set on the bound fast path's copies: their operands have the signature (exact carrier
     # class, dtype per tensor, type per other operand) of a call that already bound.
     _signature_bound: bool = False
+    # On the bound fast path's copies of a shape-resolved definition (``_SHAPE_RESOLVED``): call
+    # shape (options, shape per tensor, type per other operand) -> (result specs, saved
+    # operands, kernel pattern), shared by every call of one bound record, hence of one plan.
+    # Only calls that resolved centrally and found a kernel pattern are kept.
+    _specs: dict[tuple[Any, ...], _Specs] | None = None
     _in_vjp: bool = False
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
@@ -90,6 +105,8 @@ class DefinitionOperation(Operation):
         state = {"definition": self.definition, "_table": self._table, "_signature_bound": True}
         if self._bound_pattern is not None:
             state["_bound_pattern"] = self._bound_pattern
+        if self.definition in _SHAPE_RESOLVED:
+            state["_specs"] = {}  # this record's own: its plan is fixed
         return state, self.definition.differentiable
 
     def _save(self, inputs: tuple[Any, ...]) -> None:
@@ -106,6 +123,68 @@ class DefinitionOperation(Operation):
             refusal = withdrawal_refusal(self.definition.name, cls)
             if refusal is not None:
                 raise refusal
+        specs = self._specs
+        key: tuple[Any, ...] = (options,)
+        bound: _Specs | None = None
+        pattern: KernelPattern | None
+        if specs is not None:  # a bound call of a shape-resolved definition
+            for x in inputs:  # a loop, not a comprehension: this runs on every call
+                key += (x._layout.shape if x.__class__ is Tensor else x.__class__,)
+            bound = specs.get(key)
+        if bound is not None:
+            # This call shape resolved before under the same plan: the same frozen result specs
+            # and saved operands, and the kernel pattern the sealed table gave them.
+            results, saved, pattern = bound
+            invocation = _new(ResolvedInvocation)
+            _set_operation(invocation, self.definition.name)
+            _set_operands(invocation, inputs)
+            _set_options(invocation, options)
+            _set_plan(invocation, self.plan)
+            _set_results(invocation, results)
+            _set_saved(invocation, saved)
+        else:
+            invocation = self._resolve(cls, inputs, options)
+            saved = invocation.saved
+            pattern = self._bound_pattern or self._pattern(invocation)
+            if pattern is not None:
+                self._bound_pattern = pattern  # for _fresh_state
+                if specs is not None:
+                    if len(specs) >= _SPECS_MAX:
+                        specs.clear()
+                    specs[key] = (invocation.results, saved, pattern)
+        self.invocation = invocation
+        if getattr(self, "_pending_save", False):
+            versions: tuple[tuple[Tensor, int], ...] = ()
+            for i in saved:  # a loop, not a comprehension: this runs on every tracked call
+                x = inputs[i]
+                if x.__class__ is Tensor:
+                    versions += ((x, x._carrier._version),)  # the write counter, read directly
+            self._saved_versions = versions
+        if pattern is None:
+            if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
+                return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
+            if invocation.operation in self._table.fallback_names:
+                return _publish(invocation, cls, _fallback(self._table, invocation), (cls,))
+            return self._run_composite(carrier, invocation)
+        self._ran_kernel = True
+        table = self._table
+        context = KernelExecutionInterface(
+            carrier, invocation, table.storage, storage_handle, table.fresh
+        )
+        try:
+            return _publish(invocation, cls, pattern.kernel(context), (cls,))
+        except BaseException:
+            for allocated in context._allocated:
+                allocated.release()
+            raise
+        finally:
+            context._allocated.clear()
+
+    def _resolve(
+        self, cls: type, inputs: tuple[Any, ...], options: OperationExecutionOptions | None
+    ) -> ResolvedInvocation:
+        """Bind (unless the signature bound before) and resolve centrally, checking that the
+        definition's resolve returned the invocation of this very call."""
         definition = self.definition
         if self._signature_bound:  # bind's verdict is the first call's: same signature
             call = BoundCall(definition.name, inputs, options, self.plan, carrier=cls)
@@ -123,45 +202,12 @@ class DefinitionOperation(Operation):
                 f"call.resolved(...) for the call it was given, got {invocation!r}"
             )
             raise TypeError(msg)
-        self.invocation = invocation
-        if getattr(self, "_pending_save", False):
-            self._saved_versions = tuple(
-                (inputs[i], inputs[i].version)
-                for i in invocation.saved
-                if type(inputs[i]) is Tensor
-            )
-        pattern = self._bound_pattern or self._pattern(invocation)
-        if pattern is not None:
-            self._bound_pattern = pattern
-            self._ran_kernel = True
-            return self._run_kernel(carrier, pattern, invocation)
-        if invocation.operation in VIEW_OPERATIONS and _has_storage(cls):
-            return _publish(invocation, cls, _span_view(carrier, invocation), (cls,))
-        if invocation.operation in self._table.fallback_names:
-            return _publish(invocation, cls, _fallback(self._table, invocation), (cls,))
-        return self._run_composite(carrier, invocation)
+        return invocation
 
     def _pattern(self, invocation: ResolvedInvocation) -> KernelPattern | None:
         if invocation.plan is not None:
             return self._table.pattern(invocation.plan)
         return self._table.unplanned.get(invocation.operation)
-
-    def _run_kernel(
-        self, carrier: Carrier, pattern: KernelPattern, invocation: ResolvedInvocation
-    ) -> Any:
-        table = self._table
-        context = KernelExecutionInterface(
-            carrier, invocation, table.storage, storage_handle, table.fresh
-        )
-        try:
-            result = pattern.kernel(context)
-            return _publish(invocation, type(carrier), result, (type(carrier),))
-        except BaseException:
-            for allocated in context._allocated:
-                allocated.release()
-            raise
-        finally:
-            context._allocated.clear()
 
     def _run_composite(self, carrier: Carrier, invocation: ResolvedInvocation) -> Any:
         cls = type(carrier)
@@ -228,43 +274,60 @@ def _publish(
     result_carriers: tuple[type, ...],
 ) -> Tensor | tuple[Tensor, ...]:
     """The provider's outputs after checking them against the invocation, else the error."""
-
-    def broken(reason: str) -> ProviderContractError:
-        return ProviderContractError(invocation.operation, cls, reason)
-
+    name = invocation.operation  # the refusals are built only when one is raised
     if not isinstance(result, ProviderResult):
-        raise broken(f"it returned {type(result).__name__}, not a ProviderResult")
+        raise ProviderContractError(
+            name, cls, f"it returned {type(result).__name__}, not a ProviderResult"
+        )
     if result.completion is not None and not result.completion.done():
         result.completion.wait()
     outputs, specs = result.outputs, invocation.results
     if len(outputs) != len(specs):
-        raise broken(f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}")
+        raise ProviderContractError(
+            name, cls, f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}"
+        )
     operands = invocation.operands
-    seen: set[int] = set()
-    for i, (out, spec) in enumerate(zip(outputs, specs, strict=True)):
+    for i, out in enumerate(outputs):  # loops, not sets of ids: this runs on every call
+        spec = specs[i]
         if type(out) is not Tensor:
-            raise broken(f"result {i} is {type(out).__name__}, not a Tensor")
+            raise ProviderContractError(
+                name, cls, f"result {i} is {type(out).__name__}, not a Tensor"
+            )
         layout = out._layout
         if out._dtype is not spec.dtype:
-            raise broken(f"result {i} has dtype {out._dtype.name}, expected {spec.dtype.name}")
+            raise ProviderContractError(
+                name, cls, f"result {i} has dtype {out._dtype.name}, expected {spec.dtype.name}"
+            )
         if layout.shape != spec.shape:
-            raise broken(f"result {i} has shape {layout.shape}, expected {spec.shape}")
+            raise ProviderContractError(
+                name, cls, f"result {i} has shape {layout.shape}, expected {spec.shape}"
+            )
         if layout is not spec.layout and layout != spec.layout:
-            raise broken(f"result {i} has layout {layout!r}, expected {spec.layout!r}")
-        if spec.alias is not None:
-            if out._carrier is not invocation.operands[spec.alias]._carrier:
-                raise broken(f"result {i} must alias operand {spec.alias}, it does not")
-            continue
-        if type(out._carrier) not in result_carriers:
-            expected = " or ".join(c.__name__ for c in result_carriers)
-            raise broken(f"result {i} lives on {type(out._carrier).__name__}, expected {expected}")
+            raise ProviderContractError(
+                name, cls, f"result {i} has layout {layout!r}, expected {spec.layout!r}"
+            )
         carrier = out._carrier
-        for x in operands:  # a loop, not a set of ids: this runs on every call
+        if spec.alias is not None:
+            if carrier is not operands[spec.alias]._carrier:
+                raise ProviderContractError(
+                    name, cls, f"result {i} must alias operand {spec.alias}, it does not"
+                )
+            continue
+        if type(carrier) not in result_carriers:
+            expected = " or ".join(c.__name__ for c in result_carriers)
+            raise ProviderContractError(
+                name, cls, f"result {i} lives on {type(carrier).__name__}, expected {expected}"
+            )
+        for x in operands:
             if x.__class__ is Tensor and x._carrier is carrier:
-                raise broken(f"result {i} aliases an operand or another result; it must be fresh")
-        if id(carrier) in seen:
-            raise broken(f"result {i} aliases an operand or another result; it must be fresh")
-        seen.add(id(carrier))
+                raise ProviderContractError(
+                    name, cls, f"result {i} aliases an operand or another result; it must be fresh"
+                )
+        for j in range(i):
+            if outputs[j]._carrier is carrier:
+                raise ProviderContractError(
+                    name, cls, f"result {i} aliases an operand or another result; it must be fresh"
+                )
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 

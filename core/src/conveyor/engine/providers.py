@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from conveyor.engine.carrier import Carrier
     from conveyor.engine.operation_definitions import ResolvedInvocation
 
+_set = object.__setattr__
+
 __all__ = [
     "CarrierFacet",
     "CompositeProvider",
@@ -88,6 +90,17 @@ class StorageProvider:
     def allocate(self, size: int, dtype: DType, **options: Any) -> Any:
         """A handle to ``size`` zero-filled slots of ``dtype``; ``options`` come from allocate."""
         raise NotImplementedError(f"{type(self).__name__} does not implement allocate")
+
+    def allocate_uninitialized(self, size: int, dtype: DType) -> Any:
+        """A handle to ``size`` slots of ``dtype`` whose values are unspecified (optional).
+
+        The framework asks for it only for a kernel's result that the kernel writes whole
+        (``KernelExecutionInterface.allocate_result(i, initialized=False)``), never for
+        ``Carrier.allocate``. Override it when skipping the zero fill is cheaper (``np.empty``
+        instead of ``np.zeros``); the default is ``allocate(size, dtype)``, zero-filled, which is
+        also a valid answer.
+        """
+        return self.allocate(size, dtype)
 
     def release(self, handle: Any) -> None:
         """Free the storage behind ``handle``; called at most once per handle."""
@@ -286,17 +299,27 @@ class ProviderCompletion:
     wait: Callable[[], None] = attrs.field(validator=_is_callable)
 
 
-def _outputs(value: Tensor | Iterable[Tensor]) -> tuple[Any, ...]:
-    return (value,) if isinstance(value, Tensor) else tuple(value)
-
-
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class ProviderResult:
-    """What a kernel or prepared composite returns: one tensor per result spec, in order."""
+    """What a kernel or prepared composite returns: one tensor per result spec, in order.
 
-    outputs: tuple[Tensor, ...] = attrs.field(converter=_outputs)
-    completion: ProviderCompletion | None = attrs.field(default=None, kw_only=True)
+    ``outputs`` is one tensor or an iterable of them (kept as a tuple).
+    """
+
+    outputs: tuple[Tensor, ...]
+    completion: ProviderCompletion | None = None
+
+    # Written out, not generated with a converter: every kernel call builds one, and the
+    # converter would be a second Python call.
+    def __init__(
+        self,
+        outputs: Tensor | Iterable[Tensor],
+        *,
+        completion: ProviderCompletion | None = None,
+    ) -> None:
+        _set(self, "outputs", (outputs,) if isinstance(outputs, Tensor) else tuple(outputs))
+        _set(self, "completion", completion)
 
 
 @final
@@ -315,13 +338,14 @@ class KernelExecutionInterface:
         invocation: ResolvedInvocation,
         storage: StorageProvider | None = None,
         handle: Callable[[Carrier], Any] | None = None,
-        fresh: Callable[[type[Carrier], int, DType], Carrier] | None = None,
+        fresh: Callable[[type[Carrier], Layout, DType, bool], Tensor] | None = None,
     ) -> None:
         self.carrier = carrier
         self.invocation = invocation
         self._allocated: list[Carrier] = []
         # The dispatch class's storage provider and handle accessor, for the array views, and
-        # its allocator of fresh result carriers (``cls.allocate`` when none is given).
+        # its allocator of fresh result tensors: (class, contiguous layout, dtype, whether
+        # zero-filled) -> tensor over a new carrier (``cls.allocate`` when none is given).
         self._storage = storage
         self._handle = handle
         self._fresh = fresh
@@ -348,11 +372,9 @@ class KernelExecutionInterface:
         out = []
         for x in self.invocation.operands:
             if x.__class__ is Tensor:
-                kept = x._carrier.__dict__.get("_cv_read_view")  # _view's own cache, inline
+                kept = x._carrier.__dict__.get("_cv_read_view")  # _read_view's cache, inline
                 view = (
-                    kept[1]
-                    if kept is not None and kept[0] is x._layout
-                    else _view(self, x, writable=False)
+                    kept[1] if kept is not None and kept[0] is x._layout else _read_view(self, x)
                 )  # (nothing is kept for a provider whose arrays are not stable)
                 if contiguous and not view.flags.c_contiguous:
                     view = view.copy()
@@ -364,16 +386,31 @@ class KernelExecutionInterface:
 
     def array(self, result: Tensor) -> Any:
         """A writable NumPy view of a result this interface allocated (``allocate_result``)."""
-        if result._carrier not in self._allocated:  # carriers compare by identity
+        carrier = result._carrier
+        if carrier not in self._allocated:  # carriers compare by identity
             msg = (
                 f"{self.invocation.operation}: array() gives writable views of results from "
                 f"allocate_result only; read operands with arrays()"
             )
             raise ValueError(msg)
-        return _view(self, result, writable=True)
+        storage, flat = self._storage, None
+        if storage is not None and self._handle is not None:
+            # Alive and of the dispatch class (this interface allocated it): its handle is read
+            # directly, not through the checked accessor.
+            flat = storage.flat_array(vars(carrier)["_cv_storage_handle"], result._dtype)
+        if flat is None:
+            raise _no_array(self, carrier)
+        layout = result._layout  # a fresh result: contiguous from its first slot (its spec)
+        size = layout.size
+        return (flat if flat.size == size else flat[:size]).reshape(layout.shape)
 
-    def allocate_result(self, index: int) -> Tensor:
-        """A fresh zero-filled result tensor for result spec ``index`` on the dispatch class."""
+    def allocate_result(self, index: int, *, initialized: bool = True) -> Tensor:
+        """A fresh result tensor for result spec ``index`` on the dispatch class, zero-filled.
+
+        ``initialized=False`` promises that the kernel writes every element of the result
+        before returning it (a ufunc's ``out=``): its slots may then hold anything, and a
+        storage provider that implements ``allocate_uninitialized`` skips the zero fill.
+        """
         spec = self.invocation.results[index]
         if spec.alias is not None:
             msg = (
@@ -381,11 +418,14 @@ class KernelExecutionInterface:
                 f"build it with alias_result({index})"
             )
             raise ValueError(msg)
-        cls, size = type(self.carrier), max(spec.layout.size, 0)
-        fresh = self._fresh
-        carrier = cls.allocate(size, spec.dtype) if fresh is None else fresh(cls, size, spec.dtype)
-        self._allocated.append(carrier)
-        return Tensor._wrap(carrier, spec.layout, spec.dtype)
+        cls, fresh = type(self.carrier), self._fresh
+        if fresh is None:
+            carrier = cls.allocate(spec.layout.size, spec.dtype)
+            result = Tensor._wrap(carrier, spec.layout, spec.dtype)
+        else:
+            result = fresh(cls, spec.layout, spec.dtype, initialized)
+        self._allocated.append(result._carrier)
+        return result
 
     def alias_result(self, index: int) -> Tensor:
         """The view that result spec ``index`` declares over its aliased operand."""
@@ -397,33 +437,37 @@ class KernelExecutionInterface:
         return Tensor._wrap(source.carrier, spec.layout, spec.dtype)
 
 
-def _view(context: KernelExecutionInterface, x: Tensor, *, writable: bool) -> Any:
-    """``x``'s elements as a NumPy view of its storage's flat array (its layout applied).
+def _no_array(context: KernelExecutionInterface, carrier: Carrier) -> NotImplementedError:
+    msg = (
+        f"{context.invocation.operation} on {type(carrier).__name__}: its storage provider "
+        f"gives no NumPy array (flat_array returned None); read operands with export_span"
+    )
+    return NotImplementedError(msg)
+
+
+def _read_view(context: KernelExecutionInterface, x: Tensor) -> Any:
+    """``x``'s elements as a read-only NumPy view of its storage's flat array (its layout
+    applied).
 
     A read-only view is kept on the carrier beside its layout, so reading the same operand again
     (a loop, a training step) builds nothing; it shares the storage, so it sees every write.
     """
     carrier, layout = x._carrier, x._layout
-    if not writable:
-        kept = carrier.__dict__.get("_cv_read_view")  # dropped when the carrier is released
-        if kept is not None and kept[0] is layout:
-            return kept[1]
+    kept = carrier.__dict__.get("_cv_read_view")  # dropped when the carrier is released
+    if kept is not None and kept[0] is layout:
+        return kept[1]
     import numpy as np
 
     storage, accessor, flat = context._storage, context._handle, None
     if storage is not None and accessor is not None:
-        # A result this interface allocated is alive and of the dispatch class: its handle is
-        # read directly; an operand's goes through the checked accessor.
-        handle = vars(carrier)["_cv_storage_handle"] if writable else accessor(carrier)
-        flat = storage.flat_array(handle, x._dtype)
+        # An operand of the dispatch class that is alive and has a handle passes the accessor's
+        # checks by construction; any other goes through it (and is refused there).
+        handle = None
+        if type(carrier) is type(context.carrier) and not carrier._released:
+            handle = carrier.__dict__.get("_cv_storage_handle")
+        flat = storage.flat_array(accessor(carrier) if handle is None else handle, x._dtype)
     if flat is None:
-        msg = (
-            f"{context.invocation.operation} on {type(carrier).__name__}: its storage provider "
-            f"gives no NumPy array (flat_array returned None); read operands with export_span"
-        )
-        raise NotImplementedError(msg)
-    if writable:  # a fresh result: contiguous from its first slot (its ResultSpec says so)
-        return flat[: layout.size].reshape(layout.shape)
+        raise _no_array(context, carrier)
     if layout.size == 0:
         # An empty view may keep an offset past the end (``x[:, ::-1]`` of a 0x3 tensor), which
         # NumPy refuses over a buffer although no element is read.
@@ -431,17 +475,15 @@ def _view(context: KernelExecutionInterface, x: Tensor, *, writable: bool) -> An
         view.flags.writeable = False
         return view
     item = flat.itemsize
+    strides: tuple[int, ...] = ()
+    for step in layout.strides:  # a loop, not a generator: each item would be a Python call
+        strides += (step * item,)
     view = np.ndarray(
-        layout.shape,
-        flat.dtype,
-        buffer=flat,
-        offset=layout.offset * item,
-        strides=tuple(s * item for s in layout.strides),
+        layout.shape, flat.dtype, buffer=flat, offset=layout.offset * item, strides=strides
     )
-    if not writable:
-        view.flags.writeable = False
-        if storage is not None and storage.stable_arrays:
-            carrier._cv_read_view = (layout, view)  # type: ignore[attr-defined]  # framework-owned
+    view.flags.writeable = False
+    if storage is not None and storage.stable_arrays:
+        carrier._cv_read_view = (layout, view)  # type: ignore[attr-defined]  # framework-owned
     return view
 
 
