@@ -196,13 +196,13 @@ def _variance(x: Any, dense: bool) -> Any:
     if dense:
         return ((x - x.mean(0)) ** 2).mean(0)
     m = x.mean(0)
-    return map_tiles(lambda t: (t - m) ** 2, x).mean(0)
+    return map_tiles(lambda t: (t - m) ** 2, x, rowwise=True).mean(0)
 
 
 def _affine(x: Any, dense: bool) -> Any:
     from conveyor_storage import map_tiles
 
-    shifted = x * 2.0 + 1.0 if dense else map_tiles(lambda t: t * 2.0 + 1.0, x)
+    shifted = x * 2.0 + 1.0 if dense else map_tiles(lambda t: t * 2.0 + 1.0, x, rowwise=True)
     return shifted.sum()
 
 

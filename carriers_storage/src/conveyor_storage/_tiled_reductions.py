@@ -75,7 +75,7 @@ def run_reduction(invocation: cv.ResolvedInvocation) -> cv.Tensor:
 
     def job(step: Step) -> Callable[[], Any]:
         def run() -> Any:
-            values, hold = session.load(carrier, mapping, step.coord, step.rows)
+            values, hold = session.load(carrier, mapping, step.coord, step.rows, pending=True)
             return (step, values), lambda: session.give(carrier, hold)
 
         return run
@@ -86,14 +86,18 @@ def run_reduction(invocation: cv.ResolvedInvocation) -> cv.Tensor:
     try:
         chunked = chunkable([(carrier, mapping)])
         jobs = [job(step) for step in steps(grid, carrier.tile_bytes, chunked)]
-        for (step, values), release in _prefetched(jobs, ahead, name):
+        for (step, loaded), release in _prefetched(jobs, ahead, name):
             try:
                 covered = step_region(grid, step)
                 region = tuple(slice(0, 1) if k in axes else r for k, r in enumerate(covered))
                 origin = tuple(r.start for r in covered)
+                values = session.finish(loaded)  # a lazy chunk's fn runs here
                 with np.errstate(all="ignore"):
                     fold.add(values.astype(compute.numpy, copy=False), axes, region, origin)
             finally:
+                # Nothing may keep fn's result past release: its buffer then goes back to the
+                # compute class's pool for the next chunk instead of fresh memory.
+                values = None
                 release()
     finally:
         session.end()
