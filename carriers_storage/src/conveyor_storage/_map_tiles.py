@@ -164,7 +164,10 @@ def materialize(lazy: TiledEvictable) -> None:
 
     def job(step: Step) -> Callable[[], Any]:
         def run() -> Any:
-            values, hold = session.load(lazy, identity, step.coord, pending=True)
+            # Uncharged: fn's tile is copied into its stored tile at once, which is charged.
+            values, hold = session._load_lazy(
+                lazy, recipe, identity, step.coord, None, True, charge=False
+            )
             return (step, values), lambda: session.give(lazy, hold)
 
         return run

@@ -343,8 +343,11 @@ class _Session:
         coord: Coord,
         rows: Rows,
         pending: bool,
+        *,
+        charge: bool = True,
     ) -> tuple[Any, Hold]:
-        """Load the source chunks of a lazy tile into compute tensors; charge its result."""
+        """Load the source chunks of a lazy tile into compute tensors; charge its result
+        (unless the caller stores it at once and charges the stored tile instead)."""
         recipe.check(self.name)
         grid = carrier._grid
         shape = grid.tile_shape if rows is None else (rows[1] - rows[0], *grid.tile_shape[1:])
@@ -361,8 +364,9 @@ class _Session:
                 values, hold = self.load(source, smap, coord, rows, shown=True)
                 held.append((source, hold))
                 args.append(self._argument(source, smap, coord, rows, values, hold, held))
-            carrier._ledger.take(size, self.name)  # the result fn makes
-            taken = size
+            if charge:
+                carrier._ledger.take(size, self.name)  # the result fn makes
+                taken = size
             found = _Pending(carrier, mapping, args, tuple(shape))
             hold = Hold(taken, None, tuple(held), found)
             if pending:
