@@ -79,9 +79,7 @@ def _close(got: cv.Tensor, want: cv.Tensor) -> None:
 
 @pytest.mark.parametrize("rowwise", [False, True])
 @pytest.mark.parametrize("source", ["mixed", "file"])
-def test_pipelines_match_generic(
-    tmp_path: Path, chunks: bool, rowwise: bool, source: str
-) -> None:
+def test_pipelines_match_generic(tmp_path: Path, chunks: bool, rowwise: bool, source: str) -> None:
     values = RNG.standard_normal(_SHAPE).astype(np.float32)
     if source == "mixed":
         x, expected = _mixed(tmp_path, values)

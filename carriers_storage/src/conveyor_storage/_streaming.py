@@ -237,10 +237,14 @@ class _Session:
             for c in self.carriers
         )
 
-    def ahead(self, per_step: dict[int, int]) -> tuple[dict[int, int], bool]:
-        """What one step holds with prefetching when the budget allows it, else without."""
-        doubled = {k: 2 * v for k, v in per_step.items()}
-        return (doubled, True) if self.fits(doubled) else (per_step, False)
+    def ahead(self, per_step: dict[int, int], most: int = 1) -> tuple[dict[int, int], int]:
+        """What the steps hold with up to ``most`` of them read ahead (as many as the budget
+        allows), and how many that is (0: no prefetching)."""
+        for depth in range(most, 0, -1):
+            held = {k: (depth + 1) * v for k, v in per_step.items()}
+            if self.fits(held):
+                return held, depth
+        return per_step, 0
 
     def begin(self, held: dict[int, int]) -> None:
         """Mark every tile busy and let each policy free the room streaming needs."""
@@ -553,8 +557,9 @@ class Hold(NamedTuple):
     pending: _Pending | None = None
 
 
-def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Iterator[Any]:
-    """Run ``jobs`` in order, the next one on a background thread while the caller works.
+def _prefetched(jobs: list[Callable[[], Any]], ahead: int, label: str) -> Iterator[Any]:
+    """Run ``jobs`` in order, the next ``ahead`` of them on background threads while the
+    caller works (``ahead`` 0 or ``False``: all on the caller's thread).
 
     ``job()`` returns ``(value, release)``; values not consumed (an early exit) are released.
     """
@@ -572,18 +577,21 @@ def _prefetched(jobs: list[Callable[[], Any]], ahead: bool, label: str) -> Itera
         # In a copy of the caller's context: a lazy tile's fn sees its no_grad and profilers.
         return pool.submit(contextvars.copy_context().run, job)
 
-    with ThreadPoolExecutor(1, thread_name_prefix="conveyor-prefetch") as pool:
-        future: Future[Any] | None = submit(jobs[0]) if jobs else None
+    from collections import deque
+
+    depth = int(ahead)
+    with ThreadPoolExecutor(depth, thread_name_prefix="conveyor-prefetch") as pool:
+        futures: deque[Future[Any]] = deque(submit(job) for job in jobs[:depth])
         try:
             for done in range(1, total + 1):
-                assert future is not None  # one future per job
-                result = future.result()
-                future = submit(jobs[done]) if done < total else None
+                result = futures.popleft().result()
+                if done + depth <= total:
+                    futures.append(submit(jobs[done + depth - 1]))
                 yield result
                 if progress_active():
                     report_progress(done, total, label)
         finally:
-            if future is not None:
+            for future in futures:
                 try:
                     _, release = future.result()
                     release()
