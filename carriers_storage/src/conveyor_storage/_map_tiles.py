@@ -133,7 +133,7 @@ def _probe(
     try:
         args = []
         for source, mapping in recipe.sources:
-            values, hold = session.load(source, mapping, step.coord, step.rows, shown=True)
+            values, hold = session.load(source, mapping, step.coord, step.rows)
             holds.append((source, hold))
             args.append(
                 session._argument(source, mapping, step.coord, step.rows, values, hold, holds)

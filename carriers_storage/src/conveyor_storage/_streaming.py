@@ -20,7 +20,8 @@ compute class's buffer pool hands the same memory back every step.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
@@ -170,9 +171,33 @@ class _Shared:
         return self.tensor.__dlpack_device__()
 
 
-#: A reusable read buffer: bytes, and for lazy sources the compute tile that shows them to
-#: ``fn`` (``shared``: the bytes are that tile's memory; else they are copied into it).
-_Buffer = tuple[_Array, "cv.Carrier | None", bool]
+#: A reusable read buffer: bytes, and the compute tile that shows them to a lazy tile's ``fn``
+#: (``shared``: the bytes are that tile's memory; else they are copied into it).
+_Buffer = tuple[_Array, cv.Carrier, bool]
+#: Read buffers kept between operations (at most this many): a stream hands its chunk buffers
+#: to the next one (a column mean's to the lazy pass after it), so a pipeline faults in fresh
+#: memory for its buffers once, not per operation. At most 6 chunks of 4 MiB stay allocated.
+SPARE_BUFFERS: Final = 6
+_spare: dict[Hashable, list[_Buffer]] = {}
+_spare_lock = threading.Lock()
+
+
+def _key(buffer: _Buffer) -> Hashable:
+    return (buffer[0].size, type(buffer[1]), buffer[1].dtype)
+
+
+def _new_buffer(carrier: TiledEvictable, size: int) -> _Buffer:
+    """A new read buffer of ``size`` bytes: a compute tile of ``carrier``'s primary class and
+    its own memory where the class shares it through DLPack (CPU does), else beside it."""
+    count = size // carrier._dt.itemsize
+    tile = carrier._new_tile(count, carrier._dt)
+    try:
+        alias = np.from_dlpack(_Shared(cv.Tensor(tile, cv.Layout((count,)))))
+        if alias.flags.writeable and alias.nbytes == size and alias.flags.c_contiguous:
+            return alias.view(np.uint8), tile, True
+    except (BufferError, TypeError, ValueError, RuntimeError):
+        pass
+    return aligned_bytes(size, 4096), tile, False
 
 
 class _Session:
@@ -192,9 +217,9 @@ class _Session:
         for carrier in carriers:
             add(carrier)
         self.carriers = list(every.values())
-        # Read buffers no tile uses now, by size (list ops are atomic).
-        self._free: dict[tuple[int, bool], list[_Buffer]] = {}
-        self._tiles: list[cv.Carrier] = []  # compute tiles behind buffers, released at end
+        # Read buffers no tile uses now, by size and tile kind (list ops are atomic).
+        self._free: dict[Hashable, list[_Buffer]] = {}
+        self._made: list[_Buffer] = []  # every buffer this session took: spared or released
 
     def _expand(self, held: dict[int, int]) -> dict[int, int]:
         """``held`` with each lazy carrier's count added to its sources (what its steps read)."""
@@ -280,10 +305,22 @@ class _Session:
             with carrier._lock:
                 carrier._busy.difference_update(TileSet(carrier._grid.coords()).coords)
         if carriers is None:
-            self._free.clear()
-            tiles, self._tiles = self._tiles, []
-            for tile in tiles:
-                tile.release()
+            self._spare_buffers()
+
+    def _spare_buffers(self) -> None:
+        """Keep the free buffers for the next stream (up to ``SPARE_BUFFERS``); release the
+        compute tiles of the rest."""
+        free = [b for found in self._free.values() for b in found]
+        made, self._made, self._free = self._made, [], {}
+        kept: set[int] = set()
+        with _spare_lock:
+            room = SPARE_BUFFERS - sum(len(found) for found in _spare.values())
+            for buffer in free[: max(0, room)]:
+                _spare.setdefault(_key(buffer), []).append(buffer)
+                kept.add(id(buffer))
+        for buffer in made:
+            if id(buffer) not in kept:
+                buffer[1].release()
 
     def load(
         self,
@@ -294,7 +331,6 @@ class _Session:
         *,
         count: bool = False,
         pending: bool = False,
-        shown: bool = False,
     ) -> tuple[Any, Hold]:
         """Tile ``coord`` (or rows ``rows`` of it) as the tensor sees it, and what it holds
         until ``give``.
@@ -304,8 +340,8 @@ class _Session:
         streaming faults in no fresh memory per tile; ``rows`` (only for a tensor seeing the
         tiles in canonical order) reads just that part of the tile's first axis. A lazy
         carrier's tile is computed here, or with ``pending`` returned as a ``_Pending`` for
-        ``finish`` (on the caller's thread). ``shown``: read a secondary tile into a buffer
-        behind a compute tile (``hold.buffer[1]``), for ``fn``.
+        ``finish`` (on the caller's thread). A secondary tile is read into a buffer behind a
+        compute tile (``hold.buffer[1]``), which a lazy tile hands to its ``fn`` as it is.
         """
         recipe = carrier._recipe
         if recipe is not None:
@@ -324,7 +360,7 @@ class _Session:
         buffer: _Buffer | None = None
         try:
             if nbytes and not count:
-                buffer = self._read_reused(carrier, coord, rows, size, shown and mapping.identity)
+                buffer = self._read_reused(carrier, coord, rows, size)
             if buffer is not None:
                 values = buffer[0].view(carrier._dt.numpy).reshape(shape)
             elif rows is None:
@@ -365,7 +401,7 @@ class _Session:
         taken = 0
         try:
             for source, smap in recipe.sources:
-                values, hold = self.load(source, smap, coord, rows, shown=True)
+                values, hold = self.load(source, smap, coord, rows)
                 held.append((source, hold))
                 args.append(self._argument(source, smap, coord, rows, values, hold, held))
             if charge:
@@ -396,7 +432,7 @@ class _Session:
         resident tile as it is, or (else) a reused tile the values are copied into."""
         shape = tuple(values.shape)
         buffer = hold.buffer
-        if buffer is not None and buffer[1] is not None:
+        if buffer is not None and mapping.identity:  # read from the file into its tile
             if not buffer[2]:
                 buffer[1].import_span(cv.Layout(shape), values)
             return cv.Tensor(buffer[1], cv.Layout(shape))
@@ -405,9 +441,8 @@ class _Session:
             whole = cv.Layout(source._grid.tile_shape)
             first = 0 if rows is None else rows[0] * whole.strides[0]
             return cv.Tensor(tile, cv.Layout(shape, whole.strides, first))
-        copy = self._buffer(source, int(values.size) * source._dt.itemsize, True)
+        copy = self._buffer(source, int(values.size) * source._dt.itemsize)
         held.append((source, Hold(0, copy)))
-        assert copy[1] is not None  # a buffer for fn has its compute tile
         if copy[2]:
             np.copyto(copy[0].view(source._dt.numpy).reshape(shape), values)
         else:
@@ -428,30 +463,29 @@ class _Session:
         out = found.out
         return found.mapping.view(out.carrier.export_span(out.layout))
 
-    def _buffer(self, carrier: TiledEvictable, size: int, shown: bool) -> _Buffer:
-        """A reused buffer of ``size`` bytes, with a compute tile behind it when ``shown``."""
+    def _buffer(self, carrier: TiledEvictable, size: int) -> _Buffer:
+        """A buffer of ``size`` bytes with a compute tile of ``carrier``'s primary class behind
+        it: a free one of this session, one a finished stream spared, else a new one."""
+        key = (size, carrier.tier_classes[0], carrier._dt)
         try:
-            return self._free.get((size, shown), []).pop()
+            return self._free.get(key, []).pop()
         except IndexError:
             pass
-        if not shown:
-            return aligned_bytes(size, 4096), None, False
-        count = size // carrier._dt.itemsize
-        tile = carrier._new_tile(count, carrier._dt)
-        self._tiles.append(tile)
-        try:  # the compute tile's own memory, where its class shares it (CPU does)
-            alias = np.from_dlpack(_Shared(cv.Tensor(tile, cv.Layout((count,)))))
-            if alias.flags.writeable and alias.nbytes == size and alias.flags.c_contiguous:
-                return alias.view(np.uint8), tile, True
-        except (BufferError, TypeError, ValueError, RuntimeError):
-            pass
-        return aligned_bytes(size, 4096), tile, False
+        with _spare_lock:
+            spared = _spare.get(key)
+            if spared:
+                buffer = spared.pop()
+                self._made.append(buffer)
+                return buffer
+        made = _new_buffer(carrier, size)
+        self._made.append(made)
+        return made
 
     def _put_back(self, buffer: _Buffer) -> None:
-        self._free.setdefault((buffer[0].size, buffer[1] is not None), []).append(buffer)
+        self._free.setdefault(_key(buffer), []).append(buffer)
 
     def _read_reused(
-        self, carrier: TiledEvictable, coord: Coord, rows: Rows, size: int, shown: bool = False
+        self, carrier: TiledEvictable, coord: Coord, rows: Rows, size: int
     ) -> _Buffer | None:
         """Secondary tile ``coord`` (its ``rows``) read into a reused buffer, where the
         secondary is a FileBacked and the tile's box is one contiguous byte range; else
@@ -465,7 +499,7 @@ class _Session:
             or not box.is_contiguous
         ):
             return None
-        buffer = self._buffer(carrier, size, shown)
+        buffer = self._buffer(carrier, size)
         offset = box.offset * carrier._dt.itemsize
         if rows is not None:
             offset += rows[0] * (carrier.tile_bytes // _first_extent(carrier._grid))
