@@ -127,7 +127,7 @@ def _probe(
     if not grid.count:
         return first._dt
     chunked = recipe.rowwise and chunkable(recipe.sources)
-    step = steps(grid, first.tile_bytes, chunked)[0]
+    step = steps(grid, first.tile_bytes, chunked, lazy=True)[0]
     session.begin(per_step)
     holds: list[Any] = []
     try:

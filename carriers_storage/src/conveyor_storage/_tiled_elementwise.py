@@ -187,7 +187,8 @@ def run_elementwise(outer: cv.Carrier, invocation: cv.ResolvedInvocation) -> cv.
     session.begin(held)
     try:
         chunked = chunkable(list(tiled.values()))
-        jobs = [job(step) for step in steps(grid, first.tile_bytes, chunked)]
+        lazy = any(c._recipe is not None for c, _ in tiled.values())
+        jobs = [job(step) for step in steps(grid, first.tile_bytes, chunked, lazy)]
         for (step, loaded), release in _prefetched(jobs, ahead, name):
             try:
                 region = step_region(grid, step)

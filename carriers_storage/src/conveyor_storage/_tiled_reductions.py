@@ -89,7 +89,8 @@ def run_reduction(invocation: cv.ResolvedInvocation) -> cv.Tensor:
     session.begin(held)
     try:
         chunked = chunkable([(carrier, mapping)])
-        jobs = [job(step) for step in steps(grid, carrier.tile_bytes, chunked)]
+        lazy = carrier._recipe is not None
+        jobs = [job(step) for step in steps(grid, carrier.tile_bytes, chunked, lazy)]
         for (step, loaded), release in _prefetched(jobs, ahead, name):
             try:
                 covered = step_region(grid, step)
