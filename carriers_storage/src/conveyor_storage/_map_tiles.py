@@ -79,7 +79,7 @@ def map_tiles(
 
     ``rowwise=True`` declares that row ``i`` (first axis) of ``fn``'s result depends only on
     row ``i`` of its operands (every elementwise chain, a dense row vector broadcast against
-    the rows): streams may then call ``fn`` on row chunks of at most 4 MiB, read straight
+    the rows): streams may then call ``fn`` on row chunks of at most 2 MiB, read straight
     into reused buffers, so that the chunk stays in cache from the read through ``fn`` to the
     reduction. A ``fn`` that mixes rows (``t - t.mean(0)``) must leave it ``False``.
 
