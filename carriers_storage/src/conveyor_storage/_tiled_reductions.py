@@ -118,17 +118,24 @@ class _Fold:
     """A sum, product, maximum or minimum: an associative combine of per-tile partials."""
 
     def __init__(self, name: str, kept: tuple[int, ...], dtype: np.dtype[Any]) -> None:
-        self.reduce, self.combine = _FOLD[name]
+        self.combine: Any = _FOLD[name][1]  # a ufunc: its reduce is the np.sum / np.max
+        self.typed = name in ("reduce_sum", "reduce_prod")
         self.dtype = dtype
         self.total = np.full(kept, _identity(name, dtype), dtype)
 
     def add(
         self, values: _Array, axes: tuple[int, ...], region: tuple[slice, ...], _: Coord
     ) -> None:
-        # Sums and products accumulate in the plan's dtype; np.max / np.min take no dtype.
-        extra = {"dtype": self.dtype} if self.reduce in (np.sum, np.prod) else {}
-        part = self.reduce(values, axis=axes, keepdims=True, **extra)
-        self.total[region] = self.combine(self.total[region], part)
+        # Sums and products accumulate in the plan's dtype; maxima and minima in the values'.
+        # The ufunc's own reduce and an in-place combine: a stream calls this once per chunk.
+        combine = self.combine
+        if self.typed:
+            part = combine.reduce(values, axis=axes, dtype=self.dtype, keepdims=True)
+        else:
+            part = combine.reduce(values, axis=axes, keepdims=True)
+        where: tuple[Any, ...] = (*region, Ellipsis)  # a view even of a 0-d total
+        view = self.total[where]
+        combine(view, part, out=view)
 
 
 class _ArgFold:
