@@ -41,7 +41,10 @@ _FOLD: Final[dict[str, tuple[Callable[..., _Array], Callable[..., _Array]]]] = {
 _ARG: Final = {"argmax": (np.argmax, np.greater), "argmin": (np.argmin, np.less)}
 REDUCTIONS: Final = frozenset(_FOLD) | frozenset(_ARG)
 #: How many steps a reduction reads ahead (each on its own thread) when the budget allows.
-REDUCTION_AHEAD: Final = 2
+#: One: two reading threads measured worse under load (the 1 GiB variance pipeline in fresh
+#: processes at load 5-6, 6 runs each: median 0.53 s with one, 0.62 s with two), and within
+#: the noise when the machine was quieter.
+REDUCTION_AHEAD: Final = 1
 
 
 def _identity(name: str, dtype: np.dtype[Any]) -> Any:
@@ -83,8 +86,6 @@ def run_reduction(invocation: cv.ResolvedInvocation) -> cv.Tensor:
         return run
 
     fold = _Fold(name, kept, compute.numpy) if name in _FOLD else _ArgFold(name, kept, x.shape)
-    # Two chunks read ahead, on two threads: reading from the page cache (a copy) is what
-    # bounds a plain reduction, and two copies run at once on two cores.
     held, ahead = session.ahead({id(carrier): 1}, REDUCTION_AHEAD)
     session.begin(held)
     try:
