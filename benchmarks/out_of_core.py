@@ -10,9 +10,10 @@ Measures:
   Targets: >= 0.9x the memmap loop, >= 0.8x the raw read.
 - Two pipelines on the same file, NumPy by hand over a chunked ``np.memmap`` against Conveyor
   the way ``docs/storage.md`` recommends: the variance ``((x - x.mean(0)) ** 2).mean(0)``
-  (``map_tiles`` for the centred squares, so no dense intermediate) and
-  ``(x * 2.0 + 1.0).sum()`` (also through ``map_tiles``), each also timed as the plain dense
-  expression (its intermediates are whole dense copies). Target: within 1.5x the memmap loop.
+  (``map_tiles(..., rowwise=True)`` for the centred squares: a lazy result whose reduction
+  streams the file's row chunks through ``fn``, no intermediate) and ``(x * 2.0 + 1.0).sum()``
+  (also through ``map_tiles``), each also timed as the plain dense expression (its
+  intermediates are whole dense copies). Target: within 1.5x the memmap loop.
 - Out-of-core ``matmul`` of two ``--matmul-n`` square float32 FileBacked operands with a
   ``--matmul-budget`` (default 512 MiB) against ``np.matmul`` on the same arrays in memory
   (target >= 0.8x the in-memory GFLOP/s).
@@ -24,6 +25,7 @@ against the budget. ratio = baseline time / conveyor time (above 1.0: faster). T
 deleted at the end.
 
     python benchmarks/out_of_core.py [--sum-size 4G] [--matmul-n 8192] [--directory DIR]
+    python benchmarks/out_of_core.py --only-pipelines --sum-size 1G  # the pipeline table alone
 """
 
 from __future__ import annotations
@@ -196,13 +198,13 @@ def _variance(x: Any, dense: bool) -> Any:
     if dense:
         return ((x - x.mean(0)) ** 2).mean(0)
     m = x.mean(0)
-    return map_tiles(lambda t: (t - m) ** 2, x).mean(0)
+    return map_tiles(lambda t: (t - m) ** 2, x, rowwise=True).mean(0)
 
 
 def _affine(x: Any, dense: bool) -> Any:
     from conveyor_storage import map_tiles
 
-    shifted = x * 2.0 + 1.0 if dense else map_tiles(lambda t: t * 2.0 + 1.0, x)
+    shifted = x * 2.0 + 1.0 if dense else map_tiles(lambda t: t * 2.0 + 1.0, x, rowwise=True)
     return shifted.sum()
 
 
@@ -319,6 +321,9 @@ def main() -> None:
     parser.add_argument("--directory", default=None)
     parser.add_argument("--skip-sum", action="store_true")
     parser.add_argument("--skip-pipelines", action="store_true")
+    parser.add_argument(
+        "--only-pipelines", action="store_true", help="the pipeline table alone (no sum, matmul)"
+    )
     # internal: one case in a fresh process
     parser.add_argument("--case", default=None)
     parser.add_argument("--paths", nargs="*", default=[])
@@ -330,6 +335,8 @@ def main() -> None:
     if args.case:
         _case(args)
         return
+    if args.only_pipelines:
+        args.skip_sum, args.skip_pipelines, args.matmul_n = True, False, []
     with open("/proc/loadavg") as handle:
         load = handle.read().split()[:3]
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(load)} (shared machine)")

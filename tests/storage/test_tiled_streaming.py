@@ -38,13 +38,14 @@ def _evicted(tmp_path: Path, values: np.ndarray[Any, Any]) -> cv.Tensor:
 def buffers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The size of every read buffer a direct operation allocates."""
     made: list[int] = []
-    original = _streaming.aligned_bytes
+    original = _streaming._new_buffer
 
-    def counting(nbytes: int, alignment: int) -> Any:
+    def counting(carrier: Any, nbytes: int) -> Any:
         made.append(nbytes)
-        return original(nbytes, alignment)
+        return original(carrier, nbytes)
 
-    monkeypatch.setattr(_streaming, "aligned_bytes", counting)
+    monkeypatch.setattr(_streaming, "_new_buffer", counting)
+    monkeypatch.setattr(_streaming, "_spare", {})  # none spared by earlier streams
     return made
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import conveyor as cv
 import conveyor_storage
 from conveyor_generic import CPU, Generic
-from conveyor_storage import FileBacked, TiledEvictable
+from conveyor_storage import FileBacked, TiledEvictable, TileState
 from tests.storage.tiled import build, secondary_factory
 
 RNG = np.random.default_rng(23)
@@ -362,21 +362,28 @@ class TestRefusalsNameWhatWorks:
 
 class TestMapTiles:
     def test_chain_stays_out_of_core_and_matches_generic(self, tmp_path: Path) -> None:
-        """``map_tiles(fn, x)`` applies fn tile by tile into a fresh tiled tensor kept within
-        the first operand's budget (the rest written to its file); values equal Generic."""
+        """``map_tiles(fn, x)`` is lazy: nothing is stored until a reduction streams it; with
+        ``lazy=False`` each tile is stored within the first operand's budget (the rest
+        written to its file); values equal Generic both ways."""
         values = RNG.standard_normal(_SHAPE).astype(np.float32)
         rows = (3, 6)  # tiles of whole rows, so a column mean broadcasts against each tile
         x = cv.move(
             cv.tensor(values, carrier=CPU), "tiled", tile_shape=rows, max_resident_bytes=2 * 72
         )
         m = x.mean(0)
+        g = _generic(values)
         y = conveyor_storage.map_tiles(lambda t: (t - m) ** 2, x)
         out: Any = y.carrier
         assert type(out) is TiledEvictable and out.tile_shape == rows
-        assert out.peak_resident_bytes <= out.max_resident_bytes
-        assert len(out.secondary_tiles) == 4 - 2
-        g = _generic(values)
+        assert not len(out.secondary_tiles) and not len(out.primary_tiles)
+        assert out.tile_state((0, 0)) == TileState("lazy", False)
         _close(y.mean(0), ((g - g.mean(0)) ** 2).mean(0))
+        assert out.peak_resident_bytes <= out.max_resident_bytes + out.tile_bytes
+        eager = conveyor_storage.map_tiles(lambda t: (t - m) ** 2, x, lazy=False)
+        stored: Any = eager.carrier
+        assert stored.peak_resident_bytes <= stored.max_resident_bytes + stored.tile_bytes
+        assert len(stored.secondary_tiles) == 4 - 2 and stored.resident_bytes == 2 * 72
+        _close(eager.mean(0), ((g - g.mean(0)) ** 2).mean(0))
         _within_budget(x)
         assert "map_tiles" in conveyor_storage.__all__
 

@@ -113,7 +113,7 @@ class _Gather(cv.Operation):
         pairs = list(self.selection.coords())
         tiles = self.selection.tiles()
         with carrier._lock:
-            claim(carrier, "project", tiles)
+            claim(carrier, "project", tiles, materialize=False)  # lazy tiles compute on read
         try:
             for done, (position, coord) in enumerate(pairs, 1):
                 values = self.mapping.view(carrier._values(coord, "project"))

@@ -172,7 +172,8 @@ def run_elementwise(outer: cv.Carrier, invocation: cv.ResolvedInvocation) -> cv.
     def job(step: Step) -> Callable[[], Any]:
         def run() -> Any:
             loaded = {
-                k: (c, m, *session.load(c, m, step.coord, step.rows)) for k, (c, m) in tiled.items()
+                k: (c, m, *session.load(c, m, step.coord, step.rows, pending=True))
+                for k, (c, m) in tiled.items()
             }
 
             def release() -> None:
@@ -186,13 +187,14 @@ def run_elementwise(outer: cv.Carrier, invocation: cv.ResolvedInvocation) -> cv.
     session.begin(held)
     try:
         chunked = chunkable(list(tiled.values()))
-        jobs = [job(step) for step in steps(grid, first.tile_bytes, chunked)]
+        lazy = any(c._recipe is not None for c, _ in tiled.values())
+        jobs = [job(step) for step in steps(grid, first.tile_bytes, chunked, lazy)]
         for (step, loaded), release in _prefetched(jobs, ahead, name):
             try:
                 region = step_region(grid, step)
                 args = list(operands)
                 for k, (carrier, mapping, values, _) in loaded.items():
-                    args[k] = work.tensor(k, carrier, mapping, step, values)
+                    args[k] = work.tensor(k, carrier, mapping, step, session.finish(values))
                 for k in dense:
                     args[k] = _piece_tensor(
                         operands[k], companion_piece(operands[k], spec.shape, region)

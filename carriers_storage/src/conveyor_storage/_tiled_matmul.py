@@ -110,6 +110,8 @@ def run_matmul(
     assert plan is not None  # matmul is dtype-planned
     x, y = invocation.operands
     (a, amap), (b, bmap) = _operand(x), _operand(y)
+    for operand in (a, b):  # panels read tiles more than once: compute lazy ones once, stored
+        operand.materialize()
     accumulator = plan.operands[0].convert_to
     assert accumulator is not None  # operands convert to the accumulator
     ((gm, gk), (tm, _)), ((_, gn), (_, tn)) = tensor_grids(amap, a, bmap, b)

@@ -30,8 +30,8 @@ __all__ = [
 ]
 
 Coord = tuple[int, ...]
-Residency = Literal["primary", "secondary", "implicit", "invalid"]
-RESIDENCIES: Final = ("primary", "secondary", "implicit", "invalid")
+Residency = Literal["primary", "secondary", "implicit", "invalid", "lazy"]
+RESIDENCIES: Final = ("primary", "secondary", "implicit", "invalid", "lazy")
 #: The view names a tiled tensor takes directly: an axis permutation keeps whole tiles (x.T).
 VIEWS: Final = frozenset({"permute"})
 

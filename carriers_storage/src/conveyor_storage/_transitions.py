@@ -31,10 +31,17 @@ __all__ = [
 ]
 
 
-def claim(tiled: TiledEvictable, what: str, tiles: object) -> TileSet:
-    """Check ``tiles`` and mark them busy (caller holds the lock)."""
+def claim(tiled: TiledEvictable, what: str, tiles: object, *, materialize: bool = True) -> TileSet:
+    """Check ``tiles`` and mark them busy (caller holds the lock).
+
+    A lazy ``map_tiles`` result is materialised first (its tiles computed and stored), unless
+    the caller only reads tiles (``materialize=False``: streaming, projection), which compute
+    lazy tiles as they read them.
+    """
     found = tiled._grid.tile_set(what, tiles)  # type: ignore[arg-type]  # checked inside
     tiled._check_alive(what)
+    if materialize and tiled._recipe is not None:
+        tiled.materialize()
     busy = sorted(found.coords & tiled._busy)
     if busy:
         msg = (

@@ -3,9 +3,11 @@
 The carrier's slots are its logical tensor (``grid[i] * tile[i]`` on each axis) in row-major
 order. Every tile has its own residency: ``primary`` (a tile-sized carrier of the compute class
 holds it), ``secondary`` (the full-extent storage carrier holds its current value), ``implicit``
-(a known constant, nothing stored) or ``invalid`` (its value was discarded); a primary tile is
-``dirty`` when the secondary's copy is stale. At most ``max_resident_bytes`` of primary tiles
-exist at once; the residency policy (LRU by default) chooses what leaves when room is needed.
+(a known constant, nothing stored), ``invalid`` (its value was discarded) or ``lazy`` (a
+``map_tiles`` result not materialised: computed from its operands' tiles when read); a primary
+tile is ``dirty`` when the secondary's copy is stale. At most ``max_resident_bytes`` of primary
+tiles exist at once; the residency policy (LRU by default) chooses what leaves when room is
+needed.
 
 Transitions are all-or-nothing: copies happen first, outside the lock, and the new state is
 published only once every copy succeeded. A dirty tile is written into its own region of the
@@ -40,6 +42,7 @@ from conveyor_storage._residency import (
     planner,
 )
 from conveyor_storage._spans import Allocator, sibling_allocator
+from conveyor_storage._streaming import Recipe
 from conveyor_storage._tile_journal import TileJournal, torn_tiles
 from conveyor_storage._tiled_backward import TiledOperation
 from conveyor_storage._tiled_elementwise import ELEMENTWISE
@@ -175,6 +178,7 @@ class TiledEvictable(cv.DependentCarrier):
         self._invalid: set[Coord] = set()
         self._torn: frozenset[Coord] = frozenset()  # invalid: a killed process was writing them
         self._busy: set[Coord] = set()  # tiles with a transition or operation in flight
+        self._recipe: Recipe | None = None  # a lazy map_tiles result: how its tiles compute
         self._lock = threading.RLock()
         self._ledger = Ledger(
             None if max_resident_bytes is None else max_resident_bytes + tile_bytes
@@ -242,6 +246,34 @@ class TiledEvictable(cv.DependentCarrier):
         )
         fresh._new_secondary = self._new_secondary
         return fresh
+
+    def _lazy_like(self, dtype: cv.DType, recipe: Recipe) -> TiledEvictable:
+        """A lazy hierarchy with this one's tiling, classes, placement and budget: every tile
+        is ``recipe``'s until ``materialize``."""
+        lazy = self._fresh_like(dtype)
+        lazy._implicit.clear()
+        lazy._recipe = recipe
+        return lazy
+
+    def materialize(self) -> None:
+        """Compute a lazy ``map_tiles`` result's tiles now and store them like any tiles
+        (resident within the budget, the rest in a temporary file secondary); it then no
+        longer reads its operands. Nothing happens for a tensor that is not lazy.
+
+        Every residency request, write and discard on a lazy tensor (and a ``matmul``, which
+        reads tiles more than once) calls this first. Cost: one pass of ``fn`` over the
+        operands, and the writes of the tiles past the budget.
+
+        Raises:
+            RuntimeError: an operand was released or written since ``map_tiles``, or a tile
+                is busy with an operation in flight; whatever ``fn`` raises.
+        """
+        with self._lock:
+            if self._recipe is None:
+                return
+            from conveyor_storage._map_tiles import materialize
+
+            materialize(self)
 
     @classmethod
     def _allocate(cls, size: int, dtype: cv.DType, **kwargs: Any) -> Self:
@@ -326,6 +358,8 @@ class TiledEvictable(cv.DependentCarrier):
         """The residency of tile ``coord`` and whether its secondary copy is stale."""
         coord = self._grid.check_coord("tile_state", coord)
         with self._lock:
+            if self._recipe is not None:
+                return TileState("lazy", False)
             if coord in self._resident:
                 return TileState("primary", coord not in self._current)
             if coord in self._current:
@@ -408,6 +442,9 @@ class TiledEvictable(cv.DependentCarrier):
 
     def _values(self, coord: Coord, what: str) -> np.ndarray[Any, Any]:
         """Tile ``coord``'s value in canonical tile order (a view or copy; never changes state)."""
+        recipe = self._recipe
+        if recipe is not None:
+            return recipe.tile(self, coord, what)
         tile = self._resident.get(coord)
         if tile is not None:
             return tile.export_span(cv.Layout(self._grid.tile_shape))
@@ -544,6 +581,7 @@ class TiledEvictable(cv.DependentCarrier):
             self._finalizer()
             self._resident.clear()
             self._owned["secondary"] = None
+            self._recipe = None
 
     # -- capabilities and dispatch ---------------------------------------------------------------
 
@@ -589,7 +627,11 @@ class TiledEvictable(cv.DependentCarrier):
     def __repr__(self) -> str:
         primary, secondary = self._classes
         state = (
-            "released" if self.released else f"{len(self._resident)}/{self._grid.count} resident"
+            "released"
+            if self.released
+            else "lazy"
+            if self._recipe is not None
+            else f"{len(self._resident)}/{self._grid.count} resident"
         )
         return (
             f"<TiledEvictable {primary.__name__}/{secondary.__name__} grid={self._grid.grid_shape} "
