@@ -102,14 +102,16 @@ class _Peak:
         self.peak = max(self.peak, _anon())
 
 
-def _conveyor(path: str, rows: int, pipeline: str) -> tuple[Any, Any]:
+def conveyor_pipeline(
+    path: str, rows: int, pipeline: str, columns: int = _COLUMNS
+) -> tuple[Any, Any]:
     """(a function computing ``pipeline`` with Conveyor, the chunks it reads)."""
     import conveyor as cv
     from conveyor_dask import DaskCarrier
     from conveyor_storage import FileBacked
 
     source = cv.Tensor(
-        FileBacked.open(path, cv.float32, size=rows * _COLUMNS), cv.Layout((rows, _COLUMNS))
+        FileBacked.open(path, cv.float32, size=rows * columns), cv.Layout((rows, columns))
     )
 
     def run() -> Any:
@@ -122,21 +124,23 @@ def _conveyor(path: str, rows: int, pipeline: str) -> tuple[Any, Any]:
     return run, chunks
 
 
-def _read_chunk(path: str, rows: int, block_info: Any = None) -> Any:
+def _read_chunk(path: str, rows: int, columns: int, block_info: Any = None) -> Any:
     """One chunk of the file, for plain dask on a cluster (a memmap cannot travel in a graph)."""
     (r0, r1), (c0, c1) = block_info[None]["array-location"]
-    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, _COLUMNS))
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, columns))
     return np.array(mapped[r0:r1, c0:c1])
 
 
-def _dask(path: str, rows: int, pipeline: str, chunks: Any, scheduler: str) -> Any:
+def dask_pipeline(
+    path: str, rows: int, pipeline: str, chunks: Any, scheduler: str, columns: int = _COLUMNS
+) -> Any:
     """Plain dask.array: ``from_array`` over a memmap in this process (zero-copy chunks), or on
     a cluster per-chunk reads on the workers (pickling a memmap would ship the whole file)."""
     import dask.array as da
 
     def run() -> Any:
         if scheduler == "threads":
-            mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, _COLUMNS))
+            mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(rows, columns))
             # name=False: a random name, not a hash of the file's 512 MiB (which ``from_array``
             # computes by default, about 1 s, and is no part of the pipeline).
             x = da.from_array(mapped, chunks=chunks, name=False)
@@ -145,7 +149,8 @@ def _dask(path: str, rows: int, pipeline: str, chunks: Any, scheduler: str) -> A
                 _read_chunk,
                 path,
                 rows,
-                chunks=da.core.normalize_chunks(chunks, (rows, _COLUMNS)),
+                columns,
+                chunks=da.core.normalize_chunks(chunks, (rows, columns)),
                 dtype=np.float32,
                 meta=np.empty((0, 0), np.float32),
             )
@@ -153,6 +158,26 @@ def _dask(path: str, rows: int, pipeline: str, chunks: Any, scheduler: str) -> A
         return y.compute(scheduler="threads") if scheduler == "threads" else y.compute()
 
     return run
+
+
+def scheduler_for(where: str) -> tuple[Any, Any]:
+    """Set this process up for ``where``: ``threads`` (Conveyor's Dask carrier on dask's local
+    threads), or ``cluster`` (a LocalCluster of two single-threaded worker processes on
+    127.0.0.1, the default client of plain dask calls and Conveyor's carrier connected to it);
+    (cluster, client), both ``None`` for threads."""
+    if where != "cluster":
+        os.environ["CONVEYOR_DASK_SCHEDULER"] = "threads"
+        return None, None
+    import distributed
+
+    from conveyor_dask import DaskCarrier
+
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    DaskCarrier.connect(cluster.scheduler_address)
+    return cluster, client
 
 
 def _case(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -164,28 +189,14 @@ def _case(arguments: dict[str, Any]) -> dict[str, Any]:
     """
     path, rows, pipeline = arguments["path"], arguments["rows"], arguments["pipeline"]
     where = arguments["where"]
-    cluster = client = None
-    if where == "cluster":
-        import distributed
-
-        cluster = distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        )
-        client = distributed.Client(cluster)  # the default client of plain dask calls
-    else:
-        os.environ["CONVEYOR_DASK_SCHEDULER"] = "threads"
+    cluster, client = scheduler_for(where)
     try:
-        if where == "cluster":
-            from conveyor_dask import DaskCarrier
-
-            DaskCarrier.connect(cluster.scheduler_address)
-        conveyor, chunks = _conveyor(path, rows, pipeline)
+        conveyor, chunks = conveyor_pipeline(path, rows, pipeline)
         scheduler = "threads" if where == "threads" else ""
-        runs = {"conveyor": conveyor, "dask": _dask(path, rows, pipeline, chunks, scheduler)}
+        runs = {
+            "conveyor": conveyor,
+            "dask": dask_pipeline(path, rows, pipeline, chunks, scheduler),
+        }
         if arguments["mode"] == "memory":
             run = runs[arguments["side"]]
             run()  # warm-up: imports, worker start-up, page cache

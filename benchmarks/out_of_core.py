@@ -14,6 +14,14 @@ Measures:
   streams the file's row chunks through ``fn``, no intermediate) and ``(x * 2.0 + 1.0).sum()``
   (also through ``map_tiles``), each also timed as the plain dense expression (its
   intermediates are whole dense copies). Target: within 1.5x the memmap loop.
+  Beside them, on the same file: plain ``dask.array`` (lazy, over a memmap, threads) and
+  Conveyor's Dask carrier (``FileBacked`` moved to Dask: lazy chunk reads) on dask's threads,
+  then both on a LocalCluster of two worker processes (plain dask reading each chunk in its
+  task), as ``benchmarks/dask_pipeline.py`` builds them (targets: 1.2x dask's time with
+  threads, 1.5x on the cluster). Every pipeline case runs under ``RLIMIT_DATA`` of
+  ``--pipeline-limit`` (default 1.25 GiB, below the 4 GiB data; worker processes inherit it):
+  the last column says whether it completed within it (if not, it is rerun without the limit
+  for its time). The Dask rows time one run after a warm-up run (imports, worker start-up).
 - Out-of-core ``matmul`` of two ``--matmul-n`` square float32 FileBacked operands with a
   ``--matmul-budget`` (default 512 MiB) against ``np.matmul`` on the same arrays in memory
   (target >= 0.8x the in-memory GFLOP/s).
@@ -21,8 +29,8 @@ Measures:
 Each case runs in a fresh subprocess so its peak RSS (``VmHWM``) and its peak anonymous
 memory (sampled ``RssAnon``: what is not file cache) are its own; mapped file pages count in
 ``VmHWM`` for both the memmap loop and FileBacked, so ``RssAnon`` is the figure to hold
-against the budget. ratio = baseline time / conveyor time (above 1.0: faster). The files are
-deleted at the end.
+against the budget; it is summed over the case's worker processes for the cluster rows.
+ratio = baseline time / conveyor time (above 1.0: faster). The files are deleted at the end.
 
     python benchmarks/out_of_core.py [--sum-size 4G] [--matmul-n 8192] [--directory DIR]
     python benchmarks/out_of_core.py --only-pipelines --sum-size 1G  # the pipeline table alone
@@ -31,8 +39,10 @@ deleted at the end.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,23 +75,37 @@ def _status(field: str) -> int:
     return 0
 
 
+def _anon() -> int:
+    """RssAnon of this process and its children (a LocalCluster's worker processes)."""
+    import psutil  # a dependency of dask.distributed
+
+    total = _status("RssAnon")
+    for child in psutil.Process().children(recursive=True):
+        try:
+            with open(f"/proc/{child.pid}/status") as handle:
+                total += sum(int(ln.split()[1]) << 10 for ln in handle if ln.startswith("RssAnon:"))
+        except OSError:  # a child that just ended
+            continue
+    return total
+
+
 class _AnonPeak:
     """Samples RssAnon every 20 ms on a thread: the peak of non-file memory of the case."""
 
     def __init__(self) -> None:
-        self.peak = _status("RssAnon")
+        self.peak = _anon()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _status("RssAnon"))
+            self.peak = max(self.peak, _anon())
 
     def stop(self) -> int:
         self._stop.set()
         self._thread.join(timeout=5)
-        return max(self.peak, _status("RssAnon"))
+        return max(self.peak, _anon())
 
 
 def _drop_cache(path: str) -> None:
@@ -218,6 +243,41 @@ def _tiled_pipeline(path: str, budget: int, pipeline: Callable[[Any], Any]) -> f
     return elapsed
 
 
+def _dask_pipelines() -> Any:
+    """``benchmarks/dask_pipeline.py`` as a module (it also drops this folder from sys.path,
+    where ``benchmarks/dask.py`` would shadow the dask package)."""
+    spec = importlib.util.spec_from_file_location(
+        "dask_pipeline", Path(__file__).with_name("dask_pipeline.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _dask_case(path: str, label: str, side: str, where: str) -> float:
+    """One pipeline by Conveyor's Dask carrier or plain dask.array: a warm-up, then a timed run."""
+    pipelines = _dask_pipelines()
+    rows = os.path.getsize(path) // (_ROW * 4)
+    name = "var" if label == "variance" else "affine"
+    cluster, client = pipelines.scheduler_for(where)
+    try:
+        run, chunks = pipelines.conveyor_pipeline(path, rows, name, _ROW)
+        if side == "dask":
+            scheduler = "threads" if where == "threads" else ""
+            run = pipelines.dask_pipeline(path, rows, name, chunks, scheduler, _ROW)
+        run()
+        start = time.perf_counter()
+        value = run()
+        elapsed = time.perf_counter() - start
+        assert np.isfinite(value).all()
+        return elapsed
+    finally:
+        if client is not None:
+            client.close()
+            cluster.close()
+
+
 def _operand(path: str, n: int) -> np.ndarray[Any, Any]:
     return np.fromfile(path, dtype="<f4").reshape(n, n)
 
@@ -280,6 +340,14 @@ def _case(args: argparse.Namespace) -> None:
         "dense_affine": lambda: _tiled_pipeline(
             args.paths[0], args.budget, lambda x: _affine(x, True)
         ),
+        **{
+            f"{side}-{where}_{label}": lambda side=side, where=where, label=label: _dask_case(
+                args.paths[0], label, side, where
+            )
+            for side in ("dask", "conveyor")
+            for where in ("threads", "cluster")
+            for label in ("variance", "affine")
+        },
         "memory_matmul": lambda: _memory_matmul(args.paths[0], args.paths[1], args.n),
         "tiled_matmul": lambda: _tiled_matmul(*args.paths, args.n, args.budget, args.tile),
     }
@@ -288,14 +356,33 @@ def _case(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": elapsed, "hwm": _status("VmHWM"), "anon": anon.stop()}))
 
 
-def _run(case: str, paths: list[str], cold: bool, **extra: Any) -> dict[str, float]:
+def _run(
+    case: str, paths: list[str], cold: bool, limit: int | None = None, **extra: Any
+) -> dict[str, float]:
+    """One case in a fresh process, under ``RLIMIT_DATA`` of ``limit`` bytes when given; a case
+    that fails within the limit is run again without it (``completed`` says which)."""
     command = [sys.executable, __file__, "--case", case, "--paths", *paths]
     command += ["--cold"] if cold else []
     for key, value in extra.items():
         command += [f"--{key}", str(value)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=3600)
+
+    def limited() -> None:
+        assert limit is not None
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    out = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        preexec_fn=limited if limit is not None else None,
+        check=limit is None,
+    )
+    if out.returncode:
+        failed = _run(case, paths, cold, **extra)
+        return {**failed, "completed": False}
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return {**result, "completed": True}
 
 
 def _make_file(path: str, nbytes: int) -> None:
@@ -315,6 +402,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sum-size", default="4G")
     parser.add_argument("--sum-budget", default="256M")
+    parser.add_argument("--pipeline-limit", default="1.25G", help="RLIMIT_DATA of each case")
     parser.add_argument("--matmul-n", type=int, nargs="*", default=[8192])  # none: skip
     parser.add_argument("--matmul-budget", default="512M")
     parser.add_argument("--matmul-tile", type=int, default=2048)
@@ -345,7 +433,9 @@ def main() -> None:
         if not args.skip_sum:
             _sum_table(work, _size(args.sum_size), _size(args.sum_budget))
         if not args.skip_pipelines:
-            _pipeline_table(work, _size(args.sum_size), _size(args.sum_budget))
+            _pipeline_table(
+                work, _size(args.sum_size), _size(args.sum_budget), _size(args.pipeline_limit)
+            )
         for n in args.matmul_n:
             _matmul_table(work, n, _size(args.matmul_budget), args.matmul_tile)
     finally:
@@ -381,24 +471,45 @@ def _sum_table(work: str, nbytes: int, budget: int) -> None:
     os.unlink(path)
 
 
-def _pipeline_table(work: str, nbytes: int, budget: int) -> None:
+_PIPELINE_METHODS: dict[str, str] = {  # case prefix -> how the table names it
+    "memmap": "memmap by hand",
+    "tiled": "tiled map_tiles",
+    "dense": "tiled dense",
+    "dask-threads": "dask.array threads",
+    "conveyor-threads": "conveyor dask threads",
+    "dask-cluster": "dask.array cluster",
+    "conveyor-cluster": "conveyor dask cluster",
+}
+
+
+def _pipeline_table(work: str, nbytes: int, budget: int, limit: int) -> None:
     path = os.path.join(work, "pipeline.f32")
     nbytes -= nbytes % (_ROW * 4 * 1024)
     _make_file(path, nbytes)
-    print(f"\npipelines over {_mib(nbytes)} float32 (warm), budget {_mib(budget)}")
-    print(f"{'pipeline':<10}{'method':<18}{'s':>8}{'ratio':>8}{'VmHWM':>11}{'RssAnon':>10}")
+    print(
+        f"\npipelines over {_mib(nbytes)} float32 (warm), tiled budget {_mib(budget)}, "
+        f"every case under a {_mib(limit)} data limit"
+    )
+    print(
+        f"{'pipeline':<10}{'method':<23}{'s':>7}{'vs memmap':>10}{'vs dask':>8}"
+        f"{'RssAnon':>10}{'in limit':>9}"
+    )
     for label in ("variance", "affine"):
         found = {
-            method: _run(f"{method}_{label}", [path], False, budget=budget)
-            for method in ("memmap", "tiled", "dense")
+            method: _run(f"{method}_{label}", [path], False, limit=limit, budget=budget)
+            for method in _PIPELINE_METHODS
         }
         baseline = found["memmap"]["seconds"]
-        names = {"memmap": "memmap by hand", "tiled": "tiled map_tiles", "dense": "tiled dense"}
         for method, result in found.items():
+            # Conveyor's Dask rows beside plain dask on the same scheduler: ours / theirs.
+            versus = ""
+            if method.startswith("conveyor-"):
+                peer = found[method.replace("conveyor-", "dask-")]
+                versus = f"{result['seconds'] / peer['seconds']:.2f}"
             print(
-                f"{label:<10}{names[method]:<18}{result['seconds']:>8.2f}"
-                f"{baseline / result['seconds']:>8.2f}{_mib(result['hwm']):>11}"
-                f"{_mib(result['anon']):>10}"
+                f"{label:<10}{_PIPELINE_METHODS[method]:<23}{result['seconds']:>7.2f}"
+                f"{baseline / result['seconds']:>10.2f}{versus:>8}{_mib(result['anon']):>10}"
+                f"{'yes' if result['completed'] else 'NO':>9}"
             )
     os.unlink(path)
 
