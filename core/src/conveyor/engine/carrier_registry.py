@@ -237,6 +237,7 @@ class _Sealed:
         "composite_names",
         "fallback",
         "fallback_names",
+        "plain_flat",
         "planned",
         "ruled",
         "storage",
@@ -263,6 +264,11 @@ class _Sealed:
                 StorageProvider.allocate_uninitialized
             ):
                 self._uninitialized = self.storage.allocate_uninitialized
+        # Whether the provider keeps the default flat_array, which the kernel interface then
+        # applies inline (a one-dimensional NumPy handle is its own flat array).
+        self.plain_flat = (
+            self.storage is not None and type(self.storage).flat_array is StorageProvider.flat_array
+        )
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)

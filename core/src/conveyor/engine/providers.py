@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from conveyor.engine.operation_definitions import ResolvedInvocation
 
 _set = object.__setattr__
+# NumPy's array type, once the default ``flat_array`` has run (NumPy is imported only then): the
+# kernel interface applies that default inline to a handle of this exact type.
+_ndarray: Any = None  # numpy.ndarray
 
 __all__ = [
     "CarrierFacet",
@@ -136,8 +139,10 @@ class StorageProvider:
 
         It is what ``KernelExecutionInterface.arrays`` and ``array`` build their views on.
         """
+        global _ndarray
         import numpy as np
 
+        _ndarray = np.ndarray
         if type(handle) is np.ndarray and handle.ndim == 1:
             return handle
         if hasattr(handle, "__dlpack__"):
@@ -236,11 +241,12 @@ class KernelPattern:
     capabilities, or a ``CapabilitySet``: one declared ``by_rule`` is built only when the name
     is first queried); they become the carrier's capability set. For an unplanned operation (a view,
     a custom ``define_operation``) ``plans`` is empty and the pattern matches every invocation.
-    ``kernel(context)`` receives a ``KernelExecutionInterface`` and returns a ``ProviderResult``.
+    ``kernel(context)`` receives a ``KernelExecutionInterface`` and returns a ``ProviderResult``
+    or, when the invocation has one result, that result tensor itself (checked the same).
     """
 
     operation: str = attrs.field(validator=attrs.validators.instance_of(str))
-    kernel: Callable[[KernelExecutionInterface], ProviderResult] = attrs.field(
+    kernel: Callable[[KernelExecutionInterface], ProviderResult | Tensor] = attrs.field(
         validator=_is_callable
     )
     plans: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
@@ -330,7 +336,15 @@ class KernelExecutionInterface:
     them when the kernel fails or breaks its contract. One instance serves exactly one call.
     """
 
-    __slots__ = ("_allocated", "_fresh", "_handle", "_storage", "carrier", "invocation")
+    __slots__ = (
+        "_allocated",
+        "_fresh",
+        "_handle",
+        "_plain_flat",
+        "_storage",
+        "carrier",
+        "invocation",
+    )
 
     def __init__(
         self,
@@ -349,6 +363,10 @@ class KernelExecutionInterface:
         self._storage = storage
         self._handle = handle
         self._fresh = fresh
+        # Whether the storage provider keeps the default flat_array (applied inline).
+        self._plain_flat = storage is not None and (
+            type(storage).flat_array is StorageProvider.flat_array
+        )
 
     def __repr__(self) -> str:
         where = f"{self.invocation.operation} on {type(self.carrier).__name__}"
@@ -397,7 +415,11 @@ class KernelExecutionInterface:
         if storage is not None and self._handle is not None:
             # Alive and of the dispatch class (this interface allocated it): its handle is read
             # directly, not through the checked accessor.
-            flat = storage.flat_array(vars(carrier)["_cv_storage_handle"], result._dtype)
+            handle = vars(carrier)["_cv_storage_handle"]
+            if handle.__class__ is _ndarray and self._plain_flat and handle.ndim == 1:
+                flat = handle  # the default flat_array, inline
+            else:
+                flat = storage.flat_array(handle, result._dtype)
         if flat is None:
             raise _no_array(self, carrier)
         layout = result._layout  # a fresh result: contiguous from its first slot (its spec)
@@ -465,7 +487,12 @@ def _read_view(context: KernelExecutionInterface, x: Tensor) -> Any:
         handle = None
         if type(carrier) is type(context.carrier) and not carrier._released:
             handle = carrier.__dict__.get("_cv_storage_handle")
-        flat = storage.flat_array(accessor(carrier) if handle is None else handle, x._dtype)
+        if handle is None:
+            handle = accessor(carrier)
+        if handle.__class__ is _ndarray and context._plain_flat and handle.ndim == 1:
+            flat = handle  # the default flat_array, inline
+        else:
+            flat = storage.flat_array(handle, x._dtype)
     if flat is None:
         raise _no_array(context, carrier)
     if layout.size == 0:
