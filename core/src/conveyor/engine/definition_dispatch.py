@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from conveyor.engine import grad_mode
 from conveyor.engine.carrier_registry import (
     _WITHDRAWN,
     CarrierDefinition,
@@ -84,6 +85,7 @@ class DefinitionOperation(Operation):
     # Only calls that resolved centrally and found a kernel pattern are kept.
     _specs: dict[tuple[Any, ...], _Specs] | None = None
     _in_vjp: bool = False
+    _pending_save: bool = False  # _save ran: _forward takes the saved operands' version tokens
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
         self.definition = definition
@@ -110,10 +112,17 @@ class DefinitionOperation(Operation):
         return state, self.definition.differentiable
 
     def _save(self, inputs: tuple[Any, ...]) -> None:
-        super()._save(inputs)
-        # Only operands the VJP reads are version-checked; set again once resolved.
+        # Operation._save without its version tokens: only operands the VJP reads are
+        # version-checked, and _forward takes their tokens once the call is resolved.
+        tensors: tuple[Tensor, ...] = ()
+        for x in inputs:  # a loop, not a comprehension: this runs on every tracked call
+            if x.__class__ is Tensor:
+                tensors += (x,)
+        self._saved = inputs
         self._saved_versions = ()
+        self._grad_inputs = tensors
         self._pending_save = True
+        grad_mode.note_saved(self, tensors)  # exports of these carriers must stay read-only
 
     def _forward(self, *inputs: Any, options: OperationExecutionOptions | None) -> Any:
         carrier = self._dispatch_carrier
@@ -153,7 +162,7 @@ class DefinitionOperation(Operation):
                         specs.clear()
                     specs[key] = (invocation.results, saved, pattern)
         self.invocation = invocation
-        if getattr(self, "_pending_save", False):
+        if self._pending_save:
             versions: tuple[tuple[Tensor, int], ...] = ()
             for i in saved:  # a loop, not a comprehension: this runs on every tracked call
                 x = inputs[i]
@@ -178,6 +187,8 @@ class DefinitionOperation(Operation):
         context._handle = storage_handle
         context._fresh = table.fresh
         context._plain_flat = table.plain_flat
+        # Withdrawn classes allocate through the checked public path (the sealed table's fresh).
+        context._allocators = None if _WITHDRAWN else table.allocators
         try:
             result = pattern.kernel(context)
             declared = invocation.results
@@ -256,9 +267,17 @@ class DefinitionOperation(Operation):
     @property
     def saved_inputs(self) -> tuple[Any, ...]:
         """The saved inputs; a composite's ``lower_saved`` lowers its own outer tensors."""
-        saved = super().saved_inputs
+        saved = self._saved
+        if saved is not None and (self._ran_kernel or not self._in_vjp):
+            # Operation.saved_inputs's version check, inline (kernels read saved inputs as
+            # they are); the errors and the lowering take the full path below.
+            for tensor, version in self._saved_versions:
+                if tensor._carrier._version != version:
+                    raise self._modified(tensor, version)
+            return saved
+        saved = super().saved_inputs  # raises when nothing is saved; else a composite's VJP
         carrier = self._dispatch_carrier
-        if not self._in_vjp or carrier is None or self._ran_kernel:
+        if carrier is None:
             return saved
         definition = carrier_definition(type(carrier))
         lower = definition.composite.lower_saved if definition and definition.composite else None
