@@ -334,8 +334,8 @@ def _fresh(ctx: cv.KernelExecutionInterface, dtype: cv.DType, shape: tuple[int, 
 
 _LIES = {
     "not a result": (
-        lambda ctx: ctx.allocate_result(0),
-        "it returned Tensor, not a ProviderResult",
+        lambda ctx: [ctx.allocate_result(0)],
+        "it returned list, not a ProviderResult or a Tensor",
     ),
     "count": (
         lambda ctx: cv.ProviderResult((ctx.allocate_result(0), ctx.allocate_result(0))),
@@ -362,6 +362,28 @@ _LIES = {
     ),
     "aliasing": (
         lambda ctx: cv.ProviderResult(ctx.operands[0]),
+        "result 0 aliases an operand or another result; it must be fresh",
+    ),
+    # A kernel may return its one result without the wrapper: checked all the same.
+    "bare dtype": (
+        lambda ctx: _fresh(ctx, cv.float64, (2,)),
+        "result 0 has dtype float64, expected float32",
+    ),
+    "bare shape": (
+        lambda ctx: ctx.allocate_result(0).reshape((1, 2)),
+        "result 0 has shape (1, 2), expected (2,)",
+    ),
+    "bare layout": (
+        lambda ctx: cv.Tensor(type(ctx.carrier).allocate(4, cv.float32), cv.Layout((2,), (2,))),
+        "result 0 has layout Layout(shape=(2,), strides=(2,), offset=0), expected "
+        "Layout(shape=(2,), strides=(1,), offset=0)",
+    ),
+    "bare carrier class": (
+        lambda ctx: cv.tensor([1.0, 2.0], cv.float32, carrier=StorageOnly),
+        "result 0 lives on StorageOnly, expected Liar",
+    ),
+    "bare aliasing": (
+        lambda ctx: ctx.operands[0],
         "result 0 aliases an operand or another result; it must be fresh",
     ),
 }
@@ -392,8 +414,16 @@ class TestProviderContract:
         # the kernel were released.
         np.testing.assert_array_equal(x.numpy(), [1.0, -2.0])
         assert x.autograd_ctx is None
-        if lie in ("not a result", "count"):
+        if lie in ("not a result", "count", "bare shape"):
             assert len(STORAGE.released) > released
+
+    def test_bare_result_is_published(self) -> None:
+        """A kernel's one result returned itself (no ProviderResult) is checked and published."""
+        cls = _liar("relu", lambda ctx: ctx.allocate_result(0), _plans("relu"))
+        x = cv.tensor([1.0, -2.0], cv.float32, carrier=cls)
+        out = cv.relu(x)
+        assert type(out.carrier) is cls and out.shape == (2,) and out.dtype is cv.float32
+        assert out.carrier is not x.carrier
 
     def test_alias_result_must_alias_declared_operand(self) -> None:
         """A view definition's result must share the operand's carrier."""

@@ -29,7 +29,7 @@ from conveyor.engine.providers import (
     _facets,
     _routes,
 )
-from conveyor.engine.tensor import Tensor, publish
+from conveyor.engine.tensor import Tensor
 from conveyor.types.capabilities import (
     CapabilitySet,
     OperationCapability,
@@ -233,10 +233,12 @@ class _Sealed:
         "_stores",
         "_uninitialized",
         "_zeroed",
+        "allocators",
         "capabilities",
         "composite_names",
         "fallback",
         "fallback_names",
+        "plain_flat",
         "planned",
         "ruled",
         "storage",
@@ -263,6 +265,17 @@ class _Sealed:
                 StorageProvider.allocate_uninitialized
             ):
                 self._uninitialized = self.storage.allocate_uninitialized
+        # What the kernel interface allocates results with itself, when a result carrier is
+        # only its storage slots (no allocate, __init__ or __new__ of the class's own):
+        # (zero-filled, uninitialized, the dtypes the provider accepted).
+        self.allocators: tuple[Any, Any, set[DType]] | None = None
+        if self.storage is not None and self._plain_allocate and self._plain_init:
+            self.allocators = (self._zeroed, self._uninitialized, self._stores)
+        # Whether the provider keeps the default flat_array, which the kernel interface then
+        # applies inline (a one-dimensional NumPy handle is its own flat array).
+        self.plain_flat = (
+            self.storage is not None and type(self.storage).flat_array is StorageProvider.flat_array
+        )
         patterns = list(definition.kernels.patterns if definition.kernels else ())
         for pack in packs:
             patterns.extend(pack.patterns)
@@ -373,7 +386,11 @@ class _Sealed:
         """A result tensor over a fresh carrier of ``cls`` with the contiguous ``layout``: after
         the first of a dtype (the public ``allocate``, which asks the storage provider whether it
         stores it), straight from the storage provider, and without the zero fill when not
-        ``initialized`` (``allocate_uninitialized``). ``layout`` comes from a result spec."""
+        ``initialized`` (``allocate_uninitialized``). ``layout`` comes from a result spec.
+
+        The kernel interface builds a result itself (``allocators``, with ``publish``) when the
+        class's carriers are only their slots and the dtype is known stored; it asks here for
+        every other result."""
         size = layout.size
         if _WITHDRAWN or dtype not in self._stores or not self._plain_allocate:
             carrier = cls.allocate(size, dtype)
@@ -382,13 +399,6 @@ class _Sealed:
         allocate = self._zeroed if initialized else self._uninitialized
         assert allocate is not None  # a class with storage: it allocated before
         handle = allocate(size, dtype)
-        if self._plain_init:
-            slots = {
-                "_cv_storage_handle": handle,
-                "_cv_storage_size": size,
-                "_cv_storage_dtype": dtype,
-            }
-            return publish(cls, slots, layout, dtype)
         return Tensor._wrap(_adopted(cls, handle, size, dtype), layout, dtype)
 
     def covers(self, name: str) -> bool:

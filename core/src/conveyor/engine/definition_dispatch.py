@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from conveyor.engine import grad_mode
 from conveyor.engine.carrier_registry import (
     _WITHDRAWN,
     CarrierDefinition,
@@ -84,6 +85,7 @@ class DefinitionOperation(Operation):
     # Only calls that resolved centrally and found a kernel pattern are kept.
     _specs: dict[tuple[Any, ...], _Specs] | None = None
     _in_vjp: bool = False
+    _pending_save: bool = False  # _save ran: _forward takes the saved operands' version tokens
 
     def __init__(self, definition: OperationDefinition, sealed: _Sealed) -> None:
         self.definition = definition
@@ -110,10 +112,17 @@ class DefinitionOperation(Operation):
         return state, self.definition.differentiable
 
     def _save(self, inputs: tuple[Any, ...]) -> None:
-        super()._save(inputs)
-        # Only operands the VJP reads are version-checked; set again once resolved.
+        # Operation._save without its version tokens: only operands the VJP reads are
+        # version-checked, and _forward takes their tokens once the call is resolved.
+        tensors: tuple[Tensor, ...] = ()
+        for x in inputs:  # a loop, not a comprehension: this runs on every tracked call
+            if x.__class__ is Tensor:
+                tensors += (x,)
+        self._saved = inputs
         self._saved_versions = ()
+        self._grad_inputs = tensors
         self._pending_save = True
+        grad_mode.note_saved(self, tensors)  # exports of these carriers must stay read-only
 
     def _forward(self, *inputs: Any, options: OperationExecutionOptions | None) -> Any:
         carrier = self._dispatch_carrier
@@ -153,7 +162,7 @@ class DefinitionOperation(Operation):
                         specs.clear()
                     specs[key] = (invocation.results, saved, pattern)
         self.invocation = invocation
-        if getattr(self, "_pending_save", False):
+        if self._pending_save:
             versions: tuple[tuple[Tensor, int], ...] = ()
             for i in saved:  # a loop, not a comprehension: this runs on every tracked call
                 x = inputs[i]
@@ -168,17 +177,44 @@ class DefinitionOperation(Operation):
             return self._run_composite(carrier, invocation)
         self._ran_kernel = True
         table = self._table
-        context = KernelExecutionInterface(
-            carrier, invocation, table.storage, storage_handle, table.fresh
-        )
+        # The interface's constructor, inline: its slots written directly.
+        context = _new(KernelExecutionInterface)
+        context.carrier = carrier
+        context.invocation = invocation
+        allocated: list[Carrier] = []
+        context._allocated = allocated
+        context._storage = table.storage
+        context._handle = storage_handle
+        context._fresh = table.fresh
+        context._plain_flat = table.plain_flat
+        # Withdrawn classes allocate through the checked public path (the sealed table's fresh).
+        context._allocators = None if _WITHDRAWN else table.allocators
         try:
-            return _publish(invocation, cls, pattern.kernel(context), (cls,))
+            result = pattern.kernel(context)
+            declared = invocation.results
+            if result.__class__ is Tensor and len(declared) == 1:
+                # The kernel returned its one result itself: _publish's checks, inline, for the
+                # result allocate_result gave (the spec's own layout and dtype objects).
+                spec = declared[0]
+                out = result._carrier
+                if (
+                    result._layout is spec.layout
+                    and result._dtype is spec.dtype
+                    and out.__class__ is cls
+                    and spec.alias is None
+                ):
+                    for x in inputs:
+                        if x.__class__ is Tensor and x._carrier is out:
+                            break  # an operand's carrier: _publish refuses it
+                    else:
+                        return result
+            return _publish(invocation, cls, result, (cls,))
         except BaseException:
-            for allocated in context._allocated:
-                allocated.release()
+            for kept in allocated:
+                kept.release()
             raise
         finally:
-            context._allocated.clear()
+            allocated.clear()
 
     def _resolve(
         self, cls: type, inputs: tuple[Any, ...], options: OperationExecutionOptions | None
@@ -231,9 +267,17 @@ class DefinitionOperation(Operation):
     @property
     def saved_inputs(self) -> tuple[Any, ...]:
         """The saved inputs; a composite's ``lower_saved`` lowers its own outer tensors."""
-        saved = super().saved_inputs
+        saved = self._saved
+        if saved is not None and (self._ran_kernel or not self._in_vjp):
+            # Operation.saved_inputs's version check, inline (kernels read saved inputs as
+            # they are); the errors and the lowering take the full path below.
+            for tensor, version in self._saved_versions:
+                if tensor._carrier._version != version:
+                    raise self._modified(tensor, version)
+            return saved
+        saved = super().saved_inputs  # raises when nothing is saved; else a composite's VJP
         carrier = self._dispatch_carrier
-        if not self._in_vjp or carrier is None or self._ran_kernel:
+        if carrier is None:
             return saved
         definition = carrier_definition(type(carrier))
         lower = definition.composite.lower_saved if definition and definition.composite else None
@@ -275,13 +319,17 @@ def _publish(
 ) -> Tensor | tuple[Tensor, ...]:
     """The provider's outputs after checking them against the invocation, else the error."""
     name = invocation.operation  # the refusals are built only when one is raised
-    if not isinstance(result, ProviderResult):
+    if isinstance(result, Tensor):  # a kernel's one result, returned without the wrapper
+        outputs: tuple[Tensor, ...] = (result,)
+    elif isinstance(result, ProviderResult):
+        if result.completion is not None and not result.completion.done():
+            result.completion.wait()
+        outputs = result.outputs
+    else:
         raise ProviderContractError(
-            name, cls, f"it returned {type(result).__name__}, not a ProviderResult"
+            name, cls, f"it returned {type(result).__name__}, not a ProviderResult or a Tensor"
         )
-    if result.completion is not None and not result.completion.done():
-        result.completion.wait()
-    outputs, specs = result.outputs, invocation.results
+    specs = invocation.results
     if len(outputs) != len(specs):
         raise ProviderContractError(
             name, cls, f"it returned {len(outputs)} result(s), the invocation declares {len(specs)}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 
 import attrs
 
-from conveyor.engine.tensor import Tensor
+from conveyor.engine.tensor import Tensor, publish
 from conveyor.types.capabilities import CapabilitySet, OperationCapability
 from conveyor.types.dtypes import DType
 from conveyor.types.layout import Layout
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from conveyor.engine.operation_definitions import ResolvedInvocation
 
 _set = object.__setattr__
+# NumPy's array type, once the default ``flat_array`` has run (NumPy is imported only then): the
+# kernel interface applies that default inline to a handle of this exact type.
+_ndarray: Any = None  # numpy.ndarray
 
 __all__ = [
     "CarrierFacet",
@@ -136,8 +139,10 @@ class StorageProvider:
 
         It is what ``KernelExecutionInterface.arrays`` and ``array`` build their views on.
         """
+        global _ndarray
         import numpy as np
 
+        _ndarray = np.ndarray
         if type(handle) is np.ndarray and handle.ndim == 1:
             return handle
         if hasattr(handle, "__dlpack__"):
@@ -236,11 +241,12 @@ class KernelPattern:
     capabilities, or a ``CapabilitySet``: one declared ``by_rule`` is built only when the name
     is first queried); they become the carrier's capability set. For an unplanned operation (a view,
     a custom ``define_operation``) ``plans`` is empty and the pattern matches every invocation.
-    ``kernel(context)`` receives a ``KernelExecutionInterface`` and returns a ``ProviderResult``.
+    ``kernel(context)`` receives a ``KernelExecutionInterface`` and returns a ``ProviderResult``
+    or, when the invocation has one result, that result tensor itself (checked the same).
     """
 
     operation: str = attrs.field(validator=attrs.validators.instance_of(str))
-    kernel: Callable[[KernelExecutionInterface], ProviderResult] = attrs.field(
+    kernel: Callable[[KernelExecutionInterface], ProviderResult | Tensor] = attrs.field(
         validator=_is_callable
     )
     plans: tuple[OperationCapability, ...] | CapabilitySet = attrs.field(
@@ -330,7 +336,16 @@ class KernelExecutionInterface:
     them when the kernel fails or breaks its contract. One instance serves exactly one call.
     """
 
-    __slots__ = ("_allocated", "_fresh", "_handle", "_storage", "carrier", "invocation")
+    __slots__ = (
+        "_allocated",
+        "_allocators",
+        "_fresh",
+        "_handle",
+        "_plain_flat",
+        "_storage",
+        "carrier",
+        "invocation",
+    )
 
     def __init__(
         self,
@@ -349,6 +364,12 @@ class KernelExecutionInterface:
         self._storage = storage
         self._handle = handle
         self._fresh = fresh
+        # The sealed table's allocators, when results may be built here (the dispatch sets them).
+        self._allocators: tuple[Any, Any, set[DType]] | None = None
+        # Whether the storage provider keeps the default flat_array (applied inline).
+        self._plain_flat = storage is not None and (
+            type(storage).flat_array is StorageProvider.flat_array
+        )
 
     def __repr__(self) -> str:
         where = f"{self.invocation.operation} on {type(self.carrier).__name__}"
@@ -397,7 +418,11 @@ class KernelExecutionInterface:
         if storage is not None and self._handle is not None:
             # Alive and of the dispatch class (this interface allocated it): its handle is read
             # directly, not through the checked accessor.
-            flat = storage.flat_array(vars(carrier)["_cv_storage_handle"], result._dtype)
+            handle = vars(carrier)["_cv_storage_handle"]
+            if handle.__class__ is _ndarray and self._plain_flat and handle.ndim == 1:
+                flat = handle  # the default flat_array, inline
+            else:
+                flat = storage.flat_array(handle, result._dtype)
         if flat is None:
             raise _no_array(self, carrier)
         layout = result._layout  # a fresh result: contiguous from its first slot (its spec)
@@ -418,12 +443,23 @@ class KernelExecutionInterface:
                 f"build it with alias_result({index})"
             )
             raise ValueError(msg)
-        cls, fresh = type(self.carrier), self._fresh
-        if fresh is None:
-            carrier = cls.allocate(spec.layout.size, spec.dtype)
-            result = Tensor._wrap(carrier, spec.layout, spec.dtype)
+        cls, layout, dtype = type(self.carrier), spec.layout, spec.dtype
+        allocators = self._allocators
+        if allocators is not None and dtype in allocators[2]:
+            # The provider stores this dtype and the carrier is only its slots: built here,
+            # as the sealed table's fresh would (one Python call fewer per result).
+            size = layout.size
+            handle = (allocators[0] if initialized else allocators[1])(size, dtype)
+            slots = {
+                "_cv_storage_handle": handle,
+                "_cv_storage_size": size,
+                "_cv_storage_dtype": dtype,
+            }
+            result = publish(cls, slots, layout, dtype)
+        elif self._fresh is None:
+            result = Tensor._wrap(cls.allocate(layout.size, dtype), layout, dtype)
         else:
-            result = fresh(cls, spec.layout, spec.dtype, initialized)
+            result = self._fresh(cls, layout, dtype, initialized)
         self._allocated.append(result._carrier)
         return result
 
@@ -465,7 +501,12 @@ def _read_view(context: KernelExecutionInterface, x: Tensor) -> Any:
         handle = None
         if type(carrier) is type(context.carrier) and not carrier._released:
             handle = carrier.__dict__.get("_cv_storage_handle")
-        flat = storage.flat_array(accessor(carrier) if handle is None else handle, x._dtype)
+        if handle is None:
+            handle = accessor(carrier)
+        if handle.__class__ is _ndarray and context._plain_flat and handle.ndim == 1:
+            flat = handle  # the default flat_array, inline
+        else:
+            flat = storage.flat_array(handle, x._dtype)
     if flat is None:
         raise _no_array(context, carrier)
     if layout.size == 0:
@@ -474,14 +515,21 @@ def _read_view(context: KernelExecutionInterface, x: Tensor) -> Any:
         view = np.empty(layout.shape, flat.dtype)
         view.flags.writeable = False
         return view
-    item = flat.itemsize
-    strides: tuple[int, ...] = ()
-    for step in layout.strides:  # a loop, not a generator: each item would be a Python call
-        strides += (step * item,)
-    view = np.ndarray(
-        layout.shape, flat.dtype, buffer=flat, offset=layout.offset * item, strides=strides
-    )
-    view.flags.writeable = False
+    if layout._contiguous:
+        # A row-major run of slots (every fresh result): a reshaped slice of the flat array,
+        # half the cost of the strided constructor.
+        start, size = layout.offset, layout.size
+        run = flat if start == 0 and flat.size == size else flat[start : start + size]
+        view = run.reshape(layout.shape)
+    else:
+        item = flat.itemsize
+        strides: tuple[int, ...] = ()
+        for step in layout.strides:  # a loop, not a generator: each item would be a Python call
+            strides += (step * item,)
+        view = np.ndarray(
+            layout.shape, flat.dtype, buffer=flat, offset=layout.offset * item, strides=strides
+        )
+    view.setflags(write=False)
     if storage is not None and storage.stable_arrays:
         carrier._cv_read_view = (layout, view)  # type: ignore[attr-defined]  # framework-owned
     return view

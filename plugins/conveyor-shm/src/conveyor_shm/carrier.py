@@ -324,7 +324,7 @@ _UFUNCS: Final = {
 _WIDENED: Final = frozenset({cv.float16, cv.bfloat16, cv.complex64})
 
 
-def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
+def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult | cv.Tensor:
     """The one kernel pattern: CPU's kernel of the plan, over views of the operands' slots.
 
     Results are copied into freshly allocated tensors of this class; the binary arithmetic of
@@ -346,7 +346,7 @@ def _kernel(ctx: cv.KernelExecutionInterface) -> cv.ProviderResult:
                 ufunc(a, b, out=ctx.array(out))
             finally:
                 quiet_off(token)
-            return cv.ProviderResult([out])
+            return out  # the one result itself: no ProviderResult to build
     values = run_cpu_kernel(SharedMemoryCarrier, plan, invocation.options, operands)
     outputs = []
     for i, array in enumerate(values if type(values) is tuple else (values,)):
