@@ -350,13 +350,7 @@ class _Session:
         recipe = carrier._recipe
         if recipe is not None:
             return self._load_lazy(carrier, recipe, mapping, coord, rows, pending)
-        grid = carrier._grid
-        shape = grid.tile_shape if rows is None else (rows[1] - rows[0], *grid.tile_shape[1:])
-        size = (
-            carrier.tile_bytes
-            if rows is None
-            else carrier.tile_bytes * shape[0] // _first_extent(grid)
-        )
+        shape, size = _part(carrier, rows)
         nbytes = 0
         if count or (coord not in carrier._resident and coord not in carrier._implicit):
             carrier._ledger.take(size, self.name)
@@ -393,13 +387,7 @@ class _Session:
         """Load the source chunks of a lazy tile into compute tensors; charge its result
         (unless the caller stores it at once and charges the stored tile instead)."""
         recipe.check(self.name)
-        grid = carrier._grid
-        shape = grid.tile_shape if rows is None else (rows[1] - rows[0], *grid.tile_shape[1:])
-        size = (
-            carrier.tile_bytes
-            if rows is None
-            else carrier.tile_bytes * shape[0] // _first_extent(grid)
-        )
+        shape, size = _part(carrier, rows)
         held: list[tuple[TiledEvictable, Hold]] = []
         args: list[cv.Tensor] = []
         taken = 0
@@ -527,6 +515,15 @@ class _Session:
             self.give(owner, inner)
         if hold.buffer is not None:
             self._put_back(hold.buffer)
+
+
+def _part(carrier: TiledEvictable, rows: Rows) -> tuple[tuple[int, ...], int]:
+    """The shape and bytes of a whole tile (``rows`` None) or of its rows ``[r0, r1)``."""
+    grid = carrier._grid
+    if rows is None:
+        return grid.tile_shape, carrier.tile_bytes
+    shape = (rows[1] - rows[0], *grid.tile_shape[1:])
+    return shape, carrier.tile_bytes * shape[0] // _first_extent(grid)
 
 
 def _first_extent(grid: Grid) -> int:
