@@ -322,33 +322,29 @@ def _counting_class(name: str, storage: _CountingStorage, kernel: Any) -> type[c
 
 
 class TestUninitializedResults:
-    def test_results_written_whole_skip_the_zero_fill_after_the_first_of_a_dtype(self) -> None:
-        storage = _CountingStorage(uninitialized=True)
-        Empties = _counting_class("Empties", storage, _overwriting_kernel)
-        a, b = _on(Empties, np.arange(4)), _on(Empties, np.ones(4))
+    @pytest.mark.parametrize(
+        ("uninitialized", "kernel", "kinds"),
+        [
+            # Written whole: the zero fill is skipped after the first result of a dtype, which
+            # goes through the public allocate (supports_dtype asked).
+            (True, _overwriting_kernel, ["zeros", "empty", "empty"]),
+            # A provider without the hook is given zero-filled storage.
+            (False, _overwriting_kernel, ["zeros", "zeros", "zeros"]),
+            # Results the kernel asks initialized stay zero-filled.
+            (True, _accumulating_kernel, ["zeros", "zeros", "zeros"]),
+        ],
+        ids=["written-whole-skips-the-fill", "no-hook-zero-fills", "asked-initialized-zero-fills"],
+    )
+    def test_which_results_skip_the_zero_fill(
+        self, uninitialized: bool, kernel: Any, kinds: list[str]
+    ) -> None:
+        storage = _CountingStorage(uninitialized=uninitialized)
+        Counted = _counting_class("Counted", storage, kernel)
+        a, b = _on(Counted, np.arange(4)), _on(Counted, np.ones(4))
         storage.kinds.clear()
         for _ in range(3):
             np.testing.assert_array_equal(cv.add(a, b).numpy(), [1, 2, 3, 4])
-        # The first result of float32 goes through the public allocate (supports_dtype asked).
-        assert storage.kinds == ["zeros", "empty", "empty"]
-
-    def test_a_provider_without_the_hook_is_given_zero_filled_storage(self) -> None:
-        storage = _CountingStorage(uninitialized=False)
-        Zeros = _counting_class("Zeros", storage, _overwriting_kernel)
-        a, b = _on(Zeros, np.arange(4)), _on(Zeros, np.ones(4))
-        storage.kinds.clear()
-        for _ in range(3):
-            np.testing.assert_array_equal(cv.add(a, b).numpy(), [1, 2, 3, 4])
-        assert storage.kinds == ["zeros", "zeros", "zeros"]
-
-    def test_results_asked_initialized_stay_zero_filled(self) -> None:
-        storage = _CountingStorage(uninitialized=True)
-        Accumulates = _counting_class("Accumulates", storage, _accumulating_kernel)
-        a, b = _on(Accumulates, np.arange(4)), _on(Accumulates, np.ones(4))
-        storage.kinds.clear()
-        for _ in range(3):
-            np.testing.assert_array_equal(cv.add(a, b).numpy(), [1, 2, 3, 4])
-        assert storage.kinds == ["zeros", "zeros", "zeros"]
+        assert storage.kinds == kinds
 
 
 class TestCallShapeRecords:
